@@ -1,0 +1,23 @@
+"""App configuration: autodiscover ``<app>/jobs.py`` and register checks."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+
+class UltimateJobsConfig(AppConfig):
+    """``django_ultimate_jobs``: tables prefixed ``ultimate_jobs_``."""
+
+    name = "django_ultimate_jobs"
+    label = "ultimate_jobs"
+    verbose_name = "Jobs"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        """Import every installed app's ``jobs`` module and wire settings."""
+        from . import checks  # noqa: F401  (registers the system checks)
+        from .conf import connect_setting_changed
+
+        connect_setting_changed()
+        autodiscover_modules("jobs")

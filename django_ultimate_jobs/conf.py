@@ -1,0 +1,149 @@
+"""The one place that reads settings: ``ULTIMATE_JOBS = {...}``.
+
+Read lazily (never at import), parsed once into a frozen dataclass, and
+re-read when tests change settings (``setting_changed``). Unknown keys and
+invalid values are refused with ``X_SETTINGS_INVALID``; the system checks
+call :func:`jobs_settings` so a bad setting fails ``manage.py check``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from .durations import parse_duration_ms
+from .errors import DurationInvalid, SettingsInvalid
+
+__all__ = ["JobsSettings", "jobs_settings"]
+
+_DEFAULT_REDACT = ("password", "secret", "token", "api_key", "authorization")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobsSettings:
+    """Parsed ``ULTIMATE_JOBS`` (every key documented in docs/reference/settings.md)."""
+
+    driver: str = "postgres"
+    database: str = "default"
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 8
+    visibility_timeout_ms: int = 30_000
+    heartbeat_interval_ms: int = 10_000
+    poll_interval_ms: int = 250
+    idle_poll_max_ms: int = 2_000
+    woken_idle_poll_max_ms: int = 5_000
+    claim_batch: int = 64
+    shutdown_deadline_ms: int = 25_000
+    stuck_slots_max: int = 4
+    wake: bool = True
+    unknown_job_park_ms: int = 30_000
+    redact_keys: tuple[str, ...] = field(default=_DEFAULT_REDACT)
+
+
+_DURATION_KEYS = {
+    "VISIBILITY_TIMEOUT": "visibility_timeout_ms",
+    "HEARTBEAT_INTERVAL": "heartbeat_interval_ms",
+    "POLL_INTERVAL": "poll_interval_ms",
+    "IDLE_POLL_MAX": "idle_poll_max_ms",
+    "WOKEN_IDLE_POLL_MAX": "woken_idle_poll_max_ms",
+    "SHUTDOWN_DEADLINE": "shutdown_deadline_ms",
+    "UNKNOWN_JOB_PARK": "unknown_job_park_ms",
+}
+_COUNT_KEYS = {
+    "CONCURRENCY": "concurrency",
+    "CLAIM_BATCH": "claim_batch",
+    "STUCK_SLOTS_MAX": "stuck_slots_max",
+}
+_OTHER_KEYS = {"DRIVER", "DATABASE", "QUEUES", "WAKE", "REDACT_KEYS"}
+_DRIVERS = {"postgres", "memory"}
+
+
+def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
+    """Validate ``raw`` (the ``ULTIMATE_JOBS`` dict) and return the parsed form.
+
+    Raises:
+        SettingsInvalid: an unknown key, or a value of the wrong kind.
+    """
+    known = set(_DURATION_KEYS) | set(_COUNT_KEYS) | _OTHER_KEYS
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS has unknown keys: {', '.join(unknown)}",
+            meta={"unknown": unknown},
+        )
+    values: dict[str, Any] = {}
+    for key, attr in _DURATION_KEYS.items():
+        if key in raw:
+            try:
+                values[attr] = parse_duration_ms(raw[key], what=f"ULTIMATE_JOBS[{key!r}]")
+            except DurationInvalid as error:
+                raise SettingsInvalid(error.cause) from error
+    for key, attr in _COUNT_KEYS.items():
+        if key in raw:
+            values[attr] = _count(key, raw[key])
+    if "DRIVER" in raw:
+        if raw["DRIVER"] not in _DRIVERS:
+            raise SettingsInvalid(
+                f"ULTIMATE_JOBS['DRIVER'] must be one of {sorted(_DRIVERS)}"
+            )
+        values["driver"] = raw["DRIVER"]
+    if "DATABASE" in raw:
+        values["database"] = str(raw["DATABASE"])
+    if "QUEUES" in raw:
+        values["queues"] = _names("QUEUES", raw["QUEUES"])
+    if "WAKE" in raw:
+        values["wake"] = bool(raw["WAKE"])
+    if "REDACT_KEYS" in raw:
+        values["redact_keys"] = _names("REDACT_KEYS", raw["REDACT_KEYS"])
+    if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:
+        values["heartbeat_interval_ms"] = values["visibility_timeout_ms"] // 3
+    parsed = JobsSettings(**values)
+    if parsed.heartbeat_interval_ms >= parsed.visibility_timeout_ms:
+        raise SettingsInvalid(
+            "ULTIMATE_JOBS['HEARTBEAT_INTERVAL'] must be shorter than "
+            "VISIBILITY_TIMEOUT, or every lease lapses between renewals"
+        )
+    return parsed
+
+
+def _count(key: str, value: Any) -> int:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+        or value < 1
+    ):
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] must be a whole number of at least 1, got {value!r}"
+        )
+    return int(value)
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+        raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be a list of names")
+    return tuple(value)
+
+
+@cache
+def jobs_settings() -> JobsSettings:
+    """Return the parsed settings (cached; reset when settings change)."""
+    from django.conf import settings
+
+    return parse_settings(getattr(settings, "ULTIMATE_JOBS", {}) or {})
+
+
+def _reset(*, setting: str, **kwargs: Any) -> None:
+    if setting == "ULTIMATE_JOBS":
+        jobs_settings.cache_clear()
+
+
+def connect_setting_changed() -> None:
+    """Re-read the settings when a test overrides them."""
+    from django.core.signals import setting_changed
+
+    setting_changed.connect(_reset, dispatch_uid="ultimate_jobs_settings")

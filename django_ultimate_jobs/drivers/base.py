@@ -1,0 +1,341 @@
+"""The storage seam: the ``JobDriver`` protocol and the records it speaks.
+
+Internal and unstable, like River's ``riverdriver``: apps use ``@job`` and
+the operator module, never a driver directly. Driver authors implement this
+protocol and prove it with ``django_ultimate_jobs.testing.conformance``.
+
+Every write that belongs to an attempt is fenced on the attempt's
+:class:`ClaimIdentity` (``state = running``, ``claimed_by``, ``claims``):
+``ack``/``nack``/``heartbeat`` answer whether they LANDED, and ``False``
+means this worker no longer owns the row. They never raise for that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+from ..states import JobState
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "LEASE_LAPSED_FINAL_ATTEMPT",
+    "AckRequest",
+    "ClaimIdentity",
+    "ClaimOptions",
+    "ClaimResult",
+    "ClaimedJob",
+    "EnqueueRequest",
+    "Enqueued",
+    "JobDriver",
+    "JobRecord",
+    "NackRequest",
+    "PausedName",
+    "QueueStats",
+    "nack_state",
+]
+
+DEFAULT_QUEUE = "default"
+LEASE_LAPSED_FINAL_ATTEMPT = (
+    "X_JOB_LEASE_LOST: the lease lapsed on the final attempt (the worker died or "
+    "stalled); no attempts remain (fix: python manage.py jobs retry <id>)"
+)
+MAX_ERROR_STACK_LENGTH = 8_000
+MAX_BULK_ROWS = 1_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnqueueRequest:
+    """One job to insert. ``input`` is already validated and JSON-safe."""
+
+    name: str
+    input: Mapping[str, Any]
+    queue: str = DEFAULT_QUEUE
+    idempotency_key: str | None = None
+    max_attempts: int = 3
+    priority: int = 0
+    run_at: datetime | None = None
+    """An absolute due time (the enqueuer's clock); wins over ``delay_ms``."""
+    delay_ms: int = 0
+    """Due this long after the database's now (the database clock decides)."""
+    tenant_id: str | None = None
+    id: UUID | None = None
+    """Caller-allocated id (the outbox): a re-publish of it dedupes."""
+    run_id: UUID | None = None
+    on_conflict: Literal["dedupe", "error"] = "dedupe"
+    enqueued_by: str | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Enqueued:
+    """The answer to an enqueue: ids are known on every path."""
+
+    id: UUID
+    run_id: UUID
+    deduped: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimIdentity:
+    """Who holds a claim: every later write of the attempt presents it."""
+
+    worker_id: str
+    claim: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobRecord:
+    """A job row as the operator surface and the buried-row report see it."""
+
+    id: UUID
+    name: str
+    queue: str
+    input: dict[str, Any]
+    idempotency_key: str | None
+    run_id: UUID
+    attempt: int
+    max_attempts: int
+    priority: int
+    state: JobState
+    run_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    tenant_id: str | None = None
+    last_error: str | None = None
+    last_error_stack: str | None = None
+    progress: dict[str, Any] | None = None
+    claimed_by: str | None = None
+    claims: int = 0
+    visible_at: datetime | None = None
+    enqueued_by: str | None = None
+    traceparent: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimedJob:
+    """A job handed to a worker: running, leased until ``visible_at``."""
+
+    id: UUID
+    name: str
+    queue: str
+    input: dict[str, Any]
+    run_id: UUID
+    attempt: int
+    max_attempts: int
+    priority: int
+    claims: int
+    claimed_by: str
+    visible_at: datetime
+    tenant_id: str | None = None
+    idempotency_key: str | None = None
+    enqueued_by: str | None = None
+    traceparent: str | None = None
+
+    @property
+    def identity(self) -> ClaimIdentity:
+        """The fence every later write of this attempt presents."""
+        return ClaimIdentity(self.claimed_by, self.claims)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimOptions:
+    """What one claim asks for."""
+
+    queues: Sequence[str]
+    limit: int
+    worker_id: str
+    visibility_ms: int
+    drop_exhausted: frozenset[str] = field(default_factory=frozenset)
+    """Job names whose lease-lapsed burial is ``failed``, not ``dead``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    """Claimed rows, and the rows the claim buried (final attempt lapsed)."""
+
+    claimed: list[ClaimedJob]
+    buried: list[JobRecord]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AckRequest:
+    """One successful attempt to settle."""
+
+    job_id: UUID
+    identity: ClaimIdentity
+    duration_ms: int = 0
+    counted: bool = True
+    """False: finished without running here; adds nothing to the counters."""
+    result: Any = None
+    """The handler's return value, stored when JSON-safe (else ``None``)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class NackRequest:
+    """One attempt handed back: retried, parked, dead-lettered or dropped."""
+
+    job_id: UUID
+    identity: ClaimIdentity
+    delay_ms: int = 0
+    error: str | None = None
+    stack: str | None = None
+    counts_as_attempt: bool = True
+    park: bool = False
+    dead_letter: bool = False
+    fail: bool = False
+    duration_ms: int = 0
+
+
+def nack_state(request: NackRequest) -> JobState:
+    """The one definition every driver uses: dead-letter > fail > park > ready."""
+    if request.dead_letter:
+        return JobState.DEAD
+    if request.fail:
+        return JobState.FAILED
+    if request.park:
+        return JobState.SUSPENDED
+    return JobState.READY
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueStats:
+    """One queue's depth; the six buckets are mutually exclusive."""
+
+    queue: str
+    ready: int = 0
+    """Due rows (ready or delayed state, ``run_at`` passed)."""
+    delayed: int = 0
+    """Rows not yet due (ready or delayed state)."""
+    running: int = 0
+    suspended: int = 0
+    failed: int = 0
+    dead: int = 0
+    oldest_ready_ms: int | None = None
+    """Age of the oldest due ready/delayed row, or ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class PausedName:
+    """A paused queue or task."""
+
+    name: str
+    paused_at: datetime
+
+
+class JobDriver(Protocol):
+    """What a storage backend must do. Proven by the conformance suite."""
+
+    name: str
+
+    def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        """Insert one job (or dedupe onto the live holder of its key).
+
+        Raises:
+            JobDuplicate: ``on_conflict="error"`` and a live job holds the key.
+        """
+        ...
+
+    def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+        """Insert many jobs in one round trip; answers in request order."""
+        ...
+
+    def claim(self, options: ClaimOptions) -> ClaimResult:
+        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts.
+
+        Raises:
+            ClaimQueuesEmpty: ``options.queues`` is empty (before any statement).
+        """
+        ...
+
+    def ack(self, request: AckRequest) -> bool:
+        """Settle a successful attempt (``done``); fenced. True if it landed."""
+        ...
+
+    def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
+        """Settle many successful attempts in one round trip, in order."""
+        ...
+
+    def nack(self, request: NackRequest) -> bool:
+        """Hand an attempt back (state per :func:`nack_state`); fenced."""
+        ...
+
+    def heartbeat(
+        self, job_id: UUID, *, visibility_ms: int, identity: ClaimIdentity | None
+    ) -> bool:
+        """Extend a running job's lease. ``False``: the caller must stop the run."""
+        ...
+
+    def heartbeat_many(
+        self, held: Iterable[tuple[UUID, ClaimIdentity]], *, visibility_ms: int
+    ) -> set[UUID]:
+        """Extend many leases in one round trip; answers the ids that landed."""
+        ...
+
+    def record_progress(
+        self, job_id: UUID, identity: ClaimIdentity, progress: Mapping[str, Any]
+    ) -> bool:
+        """Store ``progress`` on a running job; fenced like a settle."""
+        ...
+
+    def stats(self) -> list[QueueStats]:
+        """Depth per queue (queues with a counted row), sorted by name."""
+        ...
+
+    def get(self, job_id: UUID) -> JobRecord | None:
+        """Return one job row, or ``None``."""
+        ...
+
+    def requeue(self, job_id: UUID, *, from_step: str | None = None) -> JobRecord:
+        """Make a finished job ready again (attempt 0, due now).
+
+        Raises:
+            JobNotFound, JobNotRequeueable, JobDuplicate.
+        """
+        ...
+
+    def promote(self, job_id: UUID) -> JobRecord:
+        """Make a job waiting on its ``run_at`` due now.
+
+        Raises:
+            JobNotFound, JobNotPromotable.
+        """
+        ...
+
+    def cancel(self, job_id: UUID, *, reason: str | None = None) -> JobRecord:
+        """Cancel a live job; a running one loses its fence at once.
+
+        Raises:
+            JobNotCancellable: finished or unknown.
+        """
+        ...
+
+    def remove(self, job_id: UUID) -> bool:
+        """Delete a job and its steps; ``False`` for an unknown id.
+
+        Raises:
+            JobNotRemovable: the job is running.
+        """
+        ...
+
+    def pause_queue(self, queue: str) -> list[PausedName]:
+        """Pause a queue (claims skip it from the next claim); answers the list."""
+        ...
+
+    def resume_queue(self, queue: str) -> list[PausedName]:
+        """Resume a queue and wake its workers; answers the paused list."""
+        ...
+
+    def paused_queues(self) -> list[PausedName]:
+        """Paused queues sorted by name."""
+        ...
+
+    def close(self) -> None:
+        """Release what the driver holds (the memory driver forgets its rows)."""
+        ...
+
+
+WakeCallback = Callable[[str], None]

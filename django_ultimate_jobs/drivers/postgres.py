@@ -1,0 +1,547 @@
+"""The Postgres driver: named raw SQL through the Django connection.
+
+Statements run on ``connections[using]``, so inside ``transaction.atomic()``
+an enqueue joins the caller's transaction (it commits or rolls back with
+the business write, and its NOTIFY is delivered at commit). Each method is
+one round trip unless its docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from django.db import IntegrityError, connections, transaction
+
+from ..clock import Clock, system_clock
+from ..errors import (
+    ClaimQueuesEmpty,
+    DriverUnavailable,
+    JobDuplicate,
+    JobNotCancellable,
+    JobNotFound,
+    JobNotPromotable,
+    JobNotRemovable,
+    JobNotRequeueable,
+)
+from ..ids import uuid7
+from ..states import parse_state
+from .base import (
+    LEASE_LAPSED_FINAL_ATTEMPT,
+    AckRequest,
+    ClaimedJob,
+    ClaimIdentity,
+    ClaimOptions,
+    ClaimResult,
+    Enqueued,
+    EnqueueRequest,
+    JobRecord,
+    NackRequest,
+    PausedName,
+    QueueStats,
+    nack_state,
+)
+from .sql import query
+
+__all__ = ["PostgresDriver"]
+
+# An insert that found a conflict is retried once: a holder that settled
+# between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
+_ENQUEUE_ROUNDS = 2
+_EXPLICIT_PREPARE_ONLY = 2**31 - 1
+
+
+class PostgresDriver:
+    """Jobs in PostgreSQL tables, reached through a Django database alias."""
+
+    name = "postgres"
+
+    def __init__(
+        self, using: str = "default", clock: Clock = system_clock, *, prepare: bool = True
+    ) -> None:
+        self.using = using
+        self.clock = clock
+        self.prepare = prepare
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        connection = connections[self.using]
+        connection.ensure_connection()
+        connection.validate_no_broken_transaction()
+        # A server-binding cursor on Django's own psycopg connection: the
+        # statement runs in the caller's transaction like any Django query,
+        # and prepare=True lets PostgreSQL plan each CTE once per connection
+        # instead of on every call (the client-binding cursors Django uses
+        # by default cannot prepare; planning was most of an enqueue).
+        raw = connection.connection
+        if self.prepare and raw.prepare_threshold is None:
+            # Django turns preparing off on its connections (None). A huge
+            # threshold keeps Django's own queries unprepared, as configured,
+            # while the explicit prepare=True below still prepares ours.
+            raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
+        with connection.wrap_database_errors:
+            with psycopg.Cursor(raw) as cursor:
+                cursor.execute(
+                    query(name),
+                    {"now": self.clock.sql_now(), **params},
+                    prepare=self.prepare,
+                )
+                if cursor.description is None:
+                    return []
+                return cursor.fetchall()
+
+    # -- enqueue -------------------------------------------------------------
+
+    def enqueue(self, request: EnqueueRequest) -> Enqueued:
+        """Insert one job, or answer the live holder of its key."""
+        job_id = request.id or uuid7()
+        run_id = request.run_id or job_id
+        params = {
+            "id": job_id,
+            "run_id": run_id,
+            "name": request.name,
+            "queue": request.queue,
+            "input": _json(request.input),
+            "key": request.idempotency_key,
+            "max_attempts": request.max_attempts,
+            "priority": request.priority,
+            "run_at": request.run_at,
+            "delay_ms": request.delay_ms,
+            "tenant_id": request.tenant_id,
+            "enqueued_by": request.enqueued_by,
+            "traceparent": request.traceparent,
+        }
+        for _ in range(_ENQUEUE_ROUNDS):
+            rows = self._rows("job_enqueue", params)
+            if rows:
+                return Enqueued(rows[0][0], rows[0][1], False)
+            if request.id is not None:
+                existing = self.get(request.id)
+                if existing is not None:
+                    return Enqueued(existing.id, existing.run_id, True)
+            holders = self._live_holders([request])
+            holder = holders.get(_key_of(request))
+            if holder is not None:
+                return _dedupe(request, holder)
+        raise DriverUnavailable(
+            "an enqueue met a conflict twice but found no live holder of its key",
+            fix="python manage.py migrate ultimate_jobs  (index and lookup disagree)",
+        )
+
+    def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
+        """Insert many jobs in one statement; dedupes resolved in a second."""
+        if not requests:
+            return []
+        ids = [r.id or uuid7() for r in requests]
+        rows = [
+            {
+                "ord": index,
+                "id": str(job_id),
+                "run_id": str(r.run_id or job_id),
+                "name": r.name,
+                "queue": r.queue,
+                "input": r.input,
+                "idempotency_key": r.idempotency_key,
+                "max_attempts": r.max_attempts,
+                "priority": r.priority,
+                "run_at": r.run_at.isoformat() if r.run_at else None,
+                "delay_ms": r.delay_ms,
+                "tenant_id": r.tenant_id,
+                "enqueued_by": r.enqueued_by,
+                "traceparent": r.traceparent,
+            }
+            for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
+        ]
+        strict = any(r.on_conflict == "error" for r in requests)
+        # A refusal under on_conflict="error" must leave nothing written, so
+        # the batch then runs in its own (sub)transaction.
+        with transaction.atomic(using=self.using) if strict else _nullcontext():
+            inserted = {
+                row[0]
+                for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
+            }
+            answers: list[Enqueued | None] = [
+                Enqueued(job_id, r.run_id or job_id, False) if job_id in inserted else None
+                for job_id, r in zip(ids, requests, strict=True)
+            ]
+            missing = [i for i, answer in enumerate(answers) if answer is None]
+            if missing:
+                self._resolve_missing(requests, ids, answers, missing)
+        return [answer for answer in answers if answer is not None]
+
+    def _resolve_missing(
+        self,
+        requests: Sequence[EnqueueRequest],
+        ids: list[UUID],
+        answers: list[Enqueued | None],
+        missing: list[int],
+    ) -> None:
+        keyed = [requests[i] for i in missing if requests[i].idempotency_key is not None]
+        holders = self._live_holders(keyed) if keyed else {}
+        for i in missing:
+            request = requests[i]
+            if request.id is not None:
+                existing = self.get(request.id)
+                if existing is not None:
+                    answers[i] = Enqueued(existing.id, existing.run_id, True)
+                    continue
+            holder = holders.get(_key_of(request))
+            if holder is None:
+                # The holder settled between the statements: insert alone.
+                answers[i] = self.enqueue(request)
+            else:
+                answers[i] = _dedupe(request, holder)
+        del ids
+
+    def _live_holders(
+        self, requests: Sequence[EnqueueRequest]
+    ) -> dict[tuple[str, str, str], tuple[UUID, UUID]]:
+        rows = self._rows(
+            "job_live_holders",
+            {
+                "names": [r.name for r in requests],
+                "tenants": [r.tenant_id or "" for r in requests],
+                "keys": [r.idempotency_key for r in requests],
+            },
+        )
+        return {(name, tenant, key): (job_id, run_id) for job_id, run_id, name, tenant, key in rows}
+
+    # -- claim and settle ----------------------------------------------------
+
+    def claim(self, options: ClaimOptions) -> ClaimResult:
+        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts."""
+        if not options.queues:
+            raise ClaimQueuesEmpty("a claim named no queue")
+        if options.limit <= 0:
+            return ClaimResult([], [])
+        rows = self._rows(
+            "job_claim",
+            {
+                "queues": list(options.queues),
+                "limit": options.limit,
+                "worker": options.worker_id,
+                "visibility_ms": options.visibility_ms,
+                "drop": sorted(options.drop_exhausted),
+                "lapsed_error": LEASE_LAPSED_FINAL_ATTEMPT,
+            },
+        )
+        claimed: list[ClaimedJob] = []
+        buried: list[JobRecord] = []
+        for row in rows:
+            if row[9] == "running":
+                claimed.append(_claimed(row))
+            else:
+                buried.append(_record(row))
+        return ClaimResult(claimed, buried)
+
+    def ack(self, request: AckRequest) -> bool:
+        """Settle one successful attempt; True if it landed."""
+        return self.ack_many([request])[0]
+
+    def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
+        """Settle successful attempts in one statement; answers in order."""
+        if not requests:
+            return []
+        landed = {
+            row[0]
+            for row in self._rows(
+                "job_ack_many",
+                {
+                    "ids": [r.job_id for r in requests],
+                    "workers": [r.identity.worker_id for r in requests],
+                    "claims": [r.identity.claim for r in requests],
+                    "durations": [r.duration_ms for r in requests],
+                    "counted": [r.counted for r in requests],
+                    "results": [_result_json(r.result) for r in requests],
+                },
+            )
+        }
+        return [r.job_id in landed for r in requests]
+
+    def nack(self, request: NackRequest) -> bool:
+        """Hand one attempt back; True if it landed."""
+        state = nack_state(request)
+        rows = self._rows(
+            "job_nack",
+            {
+                "id": request.job_id,
+                "worker": request.identity.worker_id,
+                "claim": request.identity.claim,
+                "state": state.value,
+                "counts_as_attempt": request.counts_as_attempt,
+                "delay_ms": request.delay_ms,
+                "error": request.error,
+                "stack": _bounded_stack(request.stack),
+                "outcome": _nack_outcome(request),
+                "duration_ms": request.duration_ms,
+            },
+        )
+        return bool(rows)
+
+    def heartbeat(
+        self, job_id: UUID, *, visibility_ms: int, identity: ClaimIdentity | None
+    ) -> bool:
+        """Extend one lease; False means the run must stop."""
+        landed = self.heartbeat_many([(job_id, identity)], visibility_ms=visibility_ms)
+        return job_id in landed
+
+    def heartbeat_many(
+        self,
+        held: Iterable[tuple[UUID, ClaimIdentity | None]],
+        *,
+        visibility_ms: int,
+    ) -> set[UUID]:
+        """Extend many leases in one statement; answers the ids that landed."""
+        pairs = list(held)
+        if not pairs:
+            return set()
+        rows = self._rows(
+            "job_heartbeat_many",
+            {
+                "ids": [job_id for job_id, _ in pairs],
+                "workers": [i.worker_id if i else None for _, i in pairs],
+                "claims": [i.claim if i else None for _, i in pairs],
+                "visibility_ms": visibility_ms,
+            },
+        )
+        return {row[0] for row in rows}
+
+    def record_progress(
+        self, job_id: UUID, identity: ClaimIdentity, progress: Mapping[str, Any]
+    ) -> bool:
+        """Store progress on a running job (fenced); True if it landed."""
+        rows = self._rows(
+            "job_progress",
+            {
+                "id": job_id,
+                "worker": identity.worker_id,
+                "claim": identity.claim,
+                "progress": _json(progress),
+            },
+        )
+        return bool(rows)
+
+    # -- reads ---------------------------------------------------------------
+
+    def stats(self) -> list[QueueStats]:
+        """Depth per queue in six exclusive buckets, sorted by queue name."""
+        return [
+            QueueStats(
+                queue=row[0],
+                ready=row[1],
+                delayed=row[2],
+                running=row[3],
+                suspended=row[4],
+                failed=row[5],
+                dead=row[6],
+                oldest_ready_ms=row[7],
+            )
+            for row in self._rows("job_stats", {})
+        ]
+
+    def get(self, job_id: UUID) -> JobRecord | None:
+        """Return one job row, or ``None``."""
+        rows = self._rows("job_get", {"id": job_id})
+        return _record(rows[0]) if rows else None
+
+    # -- operator verbs ------------------------------------------------------
+
+    def requeue(self, job_id: UUID, *, from_step: str | None = None) -> JobRecord:
+        """Make a finished job ready again (attempt 0, due now)."""
+        try:
+            rows = self._rows("job_requeue", {"id": job_id, "from_step": from_step})
+        except IntegrityError as error:
+            # A live job took the key between the holder check and the write.
+            raise JobDuplicate(
+                "a live job holds this job's idempotency key",
+                fix="wait for the live job to finish, then retry this one",
+                meta={"id": str(job_id)},
+            ) from error
+        if not rows:
+            raise JobNotFound("no job has that id", meta={"id": str(job_id)})
+        state, moved, holder = rows[0][0], rows[0][1], rows[0][2]
+        if moved:
+            record = self.get(job_id)
+            assert record is not None
+            return record
+        if holder is not None:
+            raise JobDuplicate(
+                "a live job holds this job's idempotency key",
+                fix=f"python manage.py jobs show {holder}",
+                meta={"id": str(job_id), "holder": str(holder)},
+            )
+        raise JobNotRequeueable(
+            f"the job is {parse_state(state).value}; only finished jobs can be retried",
+            meta={"id": str(job_id), "state": state},
+        )
+
+    def promote(self, job_id: UUID) -> JobRecord:
+        """Make a ready or delayed job due now, and wake its queue."""
+        rows = self._rows("job_promote", {"id": job_id})
+        if not rows:
+            raise JobNotFound("no job has that id", meta={"id": str(job_id)})
+        state, moved = rows[0][0], rows[0][1]
+        if not moved:
+            raise JobNotPromotable(
+                f"the job is {parse_state(state).value}, not waiting on its run time",
+                meta={"id": str(job_id), "state": state},
+            )
+        record = self.get(job_id)
+        assert record is not None
+        return record
+
+    def cancel(self, job_id: UUID, *, reason: str | None = None) -> JobRecord:
+        """Cancel a live job; a running one loses its fence at once."""
+        rows = self._rows("job_cancel", {"id": job_id, "reason": reason})
+        if not rows:
+            raise JobNotCancellable(
+                "the job is finished or unknown", meta={"id": str(job_id)}
+            )
+        return _record(rows[0])
+
+    def remove(self, job_id: UUID) -> bool:
+        """Delete a job that is not running, with its steps."""
+        removed, _steps, state = self._rows("job_remove", {"id": job_id})[0]
+        if removed:
+            return True
+        if state == "running":
+            raise JobNotRemovable(
+                "the job is running", meta={"id": str(job_id), "state": state}
+            )
+        return False
+
+    def pause_queue(self, queue: str) -> list[PausedName]:
+        """Pause ``queue``; answers the paused list after the write."""
+        self._rows("queue_pause", {"name": queue})
+        return self.paused_queues()
+
+    def resume_queue(self, queue: str) -> list[PausedName]:
+        """Resume ``queue`` and wake it; answers the paused list after the write."""
+        self._rows("queue_resume", {"name": queue})
+        return self.paused_queues()
+
+    def paused_queues(self) -> list[PausedName]:
+        """Paused queues sorted by name."""
+        return [PausedName(name, at) for name, at in self._rows("queue_paused", {})]
+
+    def rollup_counters(self) -> int:
+        """Fold counter tiers; answers how many buckets moved."""
+        return int(self._rows("counter_rollup", {})[0][0])
+
+    def close(self) -> None:
+        """Nothing to release: connections belong to Django."""
+
+
+# -- row decoding -------------------------------------------------------------
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _result_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return _json(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _loads(value: Any) -> Any:
+    # Django registers a text loader for jsonb (JSONField decodes itself).
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _bounded_stack(stack: str | None) -> str | None:
+    from .base import MAX_ERROR_STACK_LENGTH
+
+    if stack is None or len(stack) <= MAX_ERROR_STACK_LENGTH:
+        return stack
+    return stack[-MAX_ERROR_STACK_LENGTH:]
+
+
+def _nack_outcome(request: NackRequest) -> str | None:
+    state = nack_state(request)
+    if state.value == "dead":
+        return "dead"
+    if state.value == "failed":
+        return "failed"
+    if state.value == "ready" and request.counts_as_attempt:
+        return "retried"
+    return None
+
+
+def _key_of(request: EnqueueRequest) -> tuple[str, str, str]:
+    return (request.name, request.tenant_id or "", request.idempotency_key or "")
+
+
+def _dedupe(request: EnqueueRequest, holder: tuple[UUID, UUID]) -> Enqueued:
+    if request.on_conflict == "error":
+        raise JobDuplicate(
+            f"a live {request.name} job already holds this idempotency key",
+            fix=f"python manage.py jobs show {holder[0]}  (or on_conflict='dedupe')",
+            meta={"holder": str(holder[0]), "job": request.name},
+        )
+    return Enqueued(holder[0], holder[1], True)
+
+
+def _record(row: Sequence[Any]) -> JobRecord:
+    return JobRecord(
+        id=row[0],
+        name=row[1],
+        queue=row[2],
+        input=_loads(row[3]),
+        idempotency_key=row[4],
+        run_id=row[5],
+        attempt=row[6],
+        max_attempts=row[7],
+        priority=row[8],
+        state=parse_state(row[9]),
+        run_at=row[10],
+        created_at=row[11],
+        updated_at=row[12],
+        tenant_id=row[13],
+        last_error=row[14],
+        last_error_stack=row[15],
+        progress=_loads(row[16]),
+        claimed_by=row[17],
+        claims=row[18],
+        visible_at=row[19],
+        enqueued_by=row[20],
+        traceparent=row[21],
+    )
+
+
+def _claimed(row: Sequence[Any]) -> ClaimedJob:
+    visible_at: datetime = row[19]
+    return ClaimedJob(
+        id=row[0],
+        name=row[1],
+        queue=row[2],
+        input=_loads(row[3]),
+        idempotency_key=row[4],
+        run_id=row[5],
+        attempt=row[6],
+        max_attempts=row[7],
+        priority=row[8],
+        tenant_id=row[13],
+        claimed_by=row[17],
+        claims=row[18],
+        visible_at=visible_at,
+        enqueued_by=row[20],
+        traceparent=row[21],
+    )

@@ -1,0 +1,38 @@
+"""Load the named queries shipped in ``sql/queries.sql``.
+
+A header line ``-- name: <query>`` starts each query; the comment lines that
+follow it are its documentation and are kept out of the statement text.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib.resources import files
+from typing import LiteralString, cast
+
+__all__ = ["queries", "query"]
+
+_HEADER = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
+
+
+@cache
+def queries() -> dict[str, LiteralString]:
+    """Return every named query, keyed by name."""
+    text = files(__package__).joinpath("sql/queries.sql").read_text("utf-8")
+    parts = _HEADER.split(text)[1:]
+    named: dict[str, LiteralString] = {}
+    for name, body in zip(parts[::2], parts[1::2], strict=True):
+        statement = "\n".join(
+            line for line in body.splitlines() if not line.startswith("--")
+        ).strip()
+        if name in named:
+            raise ValueError(f"queries.sql names {name!r} twice")
+        # The file ships inside the package: it is as trusted as source code.
+        named[name] = cast(LiteralString, statement.rstrip(";"))
+    return named
+
+
+def query(name: str) -> LiteralString:
+    """Return the statement named ``name``."""
+    return queries()[name]

@@ -1,0 +1,507 @@
+-- Every statement the Postgres driver runs, one named query each.
+--
+-- A header line "-- name: <query>" starts a query; the comment lines after it
+-- say why the statement is shaped the way it is. Queries are noun-first and
+-- sorted. Time comes from coalesce(%(now)s, now()): the database clock unless
+-- a test binds a frozen instant. Parameters use psycopg's %(name)s style, so
+-- a literal percent sign is written %%.
+
+
+-- name: counter_rollup
+-- Fold 1-minute counter buckets older than 24 h into 5-minute buckets, and
+-- 5-minute buckets older than 7 days into 1-hour buckets; drop 1-hour
+-- buckets older than 30 days. One statement per tier: delete and merge move
+-- each bucket once even when two nodes fold at the same time.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), folded_minutes AS (
+    DELETE FROM ultimate_jobs_job_counter c
+     USING clock
+     WHERE c.bucket_ms = 60000 AND c.bucket_start < clock.now - interval '24 hours'
+    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
+), merged_minutes AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT job, 300000, date_bin('5 minutes', bucket_start, timestamptz '2000-01-01'),
+           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
+      FROM folded_minutes
+     GROUP BY 1, 2, 3
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET done = ultimate_jobs_job_counter.done + excluded.done,
+           retried = ultimate_jobs_job_counter.retried + excluded.retried,
+           failed = ultimate_jobs_job_counter.failed + excluded.failed,
+           dead = ultimate_jobs_job_counter.dead + excluded.dead,
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+    RETURNING 1
+), folded_fives AS (
+    DELETE FROM ultimate_jobs_job_counter c
+     USING clock
+     WHERE c.bucket_ms = 300000 AND c.bucket_start < clock.now - interval '7 days'
+    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
+), merged_fives AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT job, 3600000, date_trunc('hour', bucket_start),
+           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
+      FROM folded_fives
+     GROUP BY 1, 2, 3
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET done = ultimate_jobs_job_counter.done + excluded.done,
+           retried = ultimate_jobs_job_counter.retried + excluded.retried,
+           failed = ultimate_jobs_job_counter.failed + excluded.failed,
+           dead = ultimate_jobs_job_counter.dead + excluded.dead,
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+    RETURNING 1
+), dropped_hours AS (
+    DELETE FROM ultimate_jobs_job_counter c
+     USING clock
+     WHERE c.bucket_ms = 3600000 AND c.bucket_start < clock.now - interval '30 days'
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM folded_minutes)
+     + (SELECT count(*) FROM folded_fives)
+     + (SELECT count(*) FROM dropped_hours) AS moved;
+
+
+-- name: job_ack_many
+-- Settle successful attempts in one round trip. All three fences hold per
+-- row: without state = 'running' an ack from a cancelled attempt would undo
+-- the cancellation; without claimed_by a worker whose lease lapsed would
+-- finish the run another worker holds; without claims the same worker that
+-- re-claimed its own lapsed job would settle the new claim with the old
+-- body's ack. The job's 1-minute counter bucket is updated in the same
+-- statement, so counts never drift from the rows they describe.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), settle AS (
+    SELECT *
+      FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[],
+                  %(durations)s::bigint[], %(counted)s::boolean[], %(results)s::text[])
+           AS t(id, worker, claim, duration_ms, counted, result)
+), settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'done', visible_at = NULL, claimed_by = NULL,
+           result = s.result::jsonb, updated_at = clock.now
+      FROM settle s, clock
+     WHERE j.id = s.id AND j.state = 'running'
+       AND j.claimed_by = s.worker AND j.claims = s.claim
+    RETURNING j.id, j.name, s.duration_ms, s.counted
+), counted AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT settled.name, 60000, date_trunc('minute', clock.now), count(*), 0, 0, 0,
+           sum(settled.duration_ms)
+      FROM settled, clock
+     WHERE settled.counted
+     GROUP BY settled.name, clock.now
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET done = ultimate_jobs_job_counter.done + excluded.done,
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+    RETURNING 1
+)
+SELECT settled.id FROM settled;
+
+
+-- name: job_cancel
+-- Cancel a live job. A running one keeps running until its next heartbeat,
+-- which no longer matches (claimed_by is cleared), and its ack and nack are
+-- fenced on state = 'running', so it cannot un-cancel itself. A finished row
+-- is left exactly as it ended.
+UPDATE ultimate_jobs_job
+   SET state = 'cancelled', visible_at = NULL, claimed_by = NULL,
+       last_error = coalesce(%(reason)s::text, last_error),
+       updated_at = coalesce(%(now)s::timestamptz, now())
+ WHERE id = %(id)s AND state IN ('ready', 'delayed', 'running', 'suspended')
+RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+          priority, state, run_at, created_at, updated_at, tenant_id, last_error,
+          last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
+          traceparent;
+
+
+-- name: job_claim
+-- Claim up to %(limit)s due jobs of the named queues for one worker, in
+-- (priority desc, run_at, id) order, skipping paused queues. There is no
+-- separate reaper: a running row whose lease lapsed (visible_at passed) is
+-- re-taken here, or buried when it was on its final attempt, so a job that
+-- kills its worker reaches the dead-letter queue after max_attempts claims.
+-- Waiting rows are picked per queue (one ordered scan of the claim index
+-- each, so a backlog is never sorted) and lapsed rows by the lease index,
+-- rather than by one OR that no index serves. The picks
+-- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
+-- row and update more rows than the limit (Oban documents that pitfall).
+-- The attempt counts at claim, so a crash mid-run still spends it.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), waiting AS MATERIALIZED (
+    SELECT w.id, w.priority, w.run_at
+      FROM unnest(%(queues)s::text[]) AS q(name)
+     CROSS JOIN LATERAL (
+           SELECT j.id, j.priority, j.run_at
+             FROM ultimate_jobs_job j, clock
+            WHERE j.state IN ('ready', 'delayed', 'suspended')
+              AND j.queue = q.name
+              AND j.run_at <= clock.now
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT %(limit)s
+              FOR UPDATE OF j SKIP LOCKED) AS w
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
+                        WHERE p.kind = 'queue' AND p.name = q.name)
+), lapsed AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at
+      FROM ultimate_jobs_job j, clock
+     WHERE j.state = 'running'
+       AND j.visible_at <= clock.now
+       AND j.queue = ANY(%(queues)s::text[])
+       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
+                        WHERE p.kind = 'queue' AND p.name = j.queue)
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED
+), picked AS MATERIALIZED (
+    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS candidates
+     ORDER BY priority DESC, run_at, id
+     LIMIT %(limit)s
+), buried AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN j.name = ANY(%(drop)s::text[]) THEN 'failed' ELSE 'dead' END,
+           visible_at = NULL, claimed_by = NULL, last_error_stack = NULL,
+           last_error = %(lapsed_error)s, updated_at = clock.now
+      FROM picked, clock
+     WHERE j.id = picked.id AND j.state = 'running' AND j.attempt >= j.max_attempts
+    RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
+              j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
+              j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent
+), claimed AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+           claimed_by = %(worker)s, claimed_at = clock.now,
+           visible_at = clock.now + %(visibility_ms)s * interval '1 millisecond',
+           updated_at = clock.now
+      FROM picked, clock
+     WHERE j.id = picked.id AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
+    RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
+              j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
+              j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent
+), counted AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT buried.name, 60000, date_trunc('minute', clock.now), 0, 0,
+           count(*) FILTER (WHERE buried.state = 'failed'),
+           count(*) FILTER (WHERE buried.state = 'dead'), 0
+      FROM buried, clock
+     GROUP BY buried.name, clock.now
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET failed = ultimate_jobs_job_counter.failed + excluded.failed,
+           dead = ultimate_jobs_job_counter.dead + excluded.dead
+    RETURNING 1
+)
+SELECT * FROM claimed
+UNION ALL
+SELECT * FROM buried;
+
+
+-- name: job_enqueue
+-- Insert one job, or nothing when a LIVE job holds the same (name, tenant,
+-- key): the ON CONFLICT target spells the partial unique index's expression
+-- exactly. A caller-allocated id that already exists (an outbox re-publish)
+-- inserts nothing either. The row is delayed when due in the future.
+-- The wake notification is sent only when a worker could act on it soon:
+-- the row is due within 1 s, and no other row of its queue was created in
+-- the current 250 ms slot (this statement's own insert is invisible to its
+-- own read, so a row never silences itself). Postgres serialises the commits
+-- of notifying transactions, so staying silent when a woken worker will find
+-- the row anyway matters under load. NOTIFY is delivered at commit, dropped
+-- on rollback.
+WITH due AS (
+    SELECT clock.now,
+           coalesce(%(run_at)s::timestamptz,
+                    clock.now + %(delay_ms)s * interval '1 millisecond') AS run_at
+      FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock
+), inserted AS (
+    INSERT INTO ultimate_jobs_job
+           (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at)
+    SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(key)s, %(run_id)s,
+           %(max_attempts)s, %(priority)s,
+           CASE WHEN due.run_at > due.now THEN 'delayed' ELSE 'ready' END,
+           due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, due.now, due.now
+      FROM due
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+       DO NOTHING
+    RETURNING id, run_id, queue, run_at, created_at
+), notified AS (
+    SELECT pg_notify('ultimate_jobs_wake', i.queue)
+      FROM inserted i
+     WHERE i.run_at <= i.created_at + interval '1 second'
+       AND NOT EXISTS (
+           SELECT 1 FROM ultimate_jobs_job o
+            WHERE o.queue = i.queue
+              AND o.created_at >= to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
+              AND o.created_at <= i.created_at)
+)
+SELECT id, run_id, (SELECT count(*) FROM notified) AS notified FROM inserted;
+
+
+-- name: job_enqueue_many
+-- Insert many jobs in one round trip from one JSON array (one bind instead
+-- of a dozen arrays). Same conflict rules as job_enqueue; rows that insert
+-- nothing are resolved by job_live_holders. One notification per queue that
+-- received a due row, under the same slot rule.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), proposed AS (
+    SELECT r.*, coalesce(r.run_at, clock.now + r.delay_ms * interval '1 millisecond') AS due,
+           clock.now
+      FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+               ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
+               run_id uuid, max_attempts int, priority int, run_at timestamptz,
+               delay_ms bigint, tenant_id text, enqueued_by text, traceparent text),
+           clock
+), inserted AS (
+    INSERT INTO ultimate_jobs_job
+           (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at)
+    SELECT p.id, p.name, p.queue, p.input, p.idempotency_key, p.run_id, p.max_attempts,
+           p.priority, CASE WHEN p.due > p.now THEN 'delayed' ELSE 'ready' END, p.due,
+           p.tenant_id, p.enqueued_by, p.traceparent, p.now, p.now
+      FROM proposed p
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job x WHERE x.id = p.id)
+     ORDER BY p.ord
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+       DO NOTHING
+    RETURNING id, queue, run_at, created_at
+), notified AS (
+    SELECT pg_notify('ultimate_jobs_wake', q.queue)
+      FROM (SELECT DISTINCT i.queue, i.created_at FROM inserted i
+             WHERE i.run_at <= i.created_at + interval '1 second') AS q
+     WHERE NOT EXISTS (
+           SELECT 1 FROM ultimate_jobs_job o
+            WHERE o.queue = q.queue
+              AND o.created_at >= to_timestamp(floor(extract(epoch FROM q.created_at) * 4) / 4)
+              AND o.created_at <= q.created_at)
+)
+SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted;
+
+
+-- name: job_get
+-- One job row by id.
+SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+       priority, state, run_at, created_at, updated_at, tenant_id, last_error,
+       last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
+       traceparent
+  FROM ultimate_jobs_job
+ WHERE id = %(id)s;
+
+
+-- name: job_heartbeat_many
+-- Push the leases of held jobs to now + visibility; answer the ids that
+-- landed. A null worker or claim matches any (the operator's use). A job
+-- missing from the answer was cancelled or re-claimed: its run must stop.
+UPDATE ultimate_jobs_job AS j
+   SET visible_at = coalesce(%(now)s::timestamptz, now())
+                    + %(visibility_ms)s * interval '1 millisecond'
+  FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[])
+       AS h(id, worker, claim)
+ WHERE j.id = h.id AND j.state = 'running'
+   AND (h.worker IS NULL OR j.claimed_by = h.worker)
+   AND (h.claim IS NULL OR j.claims = h.claim)
+RETURNING j.id;
+
+
+-- name: job_live_holders
+-- The live holders of (name, tenant, key) triples, for enqueues that
+-- inserted nothing. Reads with a fresh snapshot, after the insert waited for
+-- any concurrent inserter of the same key to finish.
+SELECT DISTINCT ON (j.name, coalesce(j.tenant_id, ''), j.idempotency_key)
+       j.id, j.run_id, j.name, coalesce(j.tenant_id, '') AS tenant, j.idempotency_key
+  FROM ultimate_jobs_job j
+  JOIN unnest(%(names)s::text[], %(tenants)s::text[], %(keys)s::text[]) AS k(name, tenant, key)
+    ON j.name = k.name AND coalesce(j.tenant_id, '') = k.tenant AND j.idempotency_key = k.key
+ WHERE j.state IN ('ready', 'delayed', 'running', 'suspended');
+
+
+-- name: job_nack
+-- Hand an attempt back: retried (ready, later run_at), parked (suspended),
+-- dead-lettered or dropped (failed). Fenced like job_ack_many. An uncounted
+-- hand-back (a shed, a suspension, a drain) gives the attempt back, never
+-- below zero. A new error without a stack clears the old stack. The counter
+-- adds exactly one of retried / failed / dead, or nothing for an uncounted
+-- hand-back, in the same statement.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), settled AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = %(state)s,
+           attempt = CASE WHEN %(counts_as_attempt)s THEN j.attempt
+                          ELSE greatest(j.attempt - 1, 0) END,
+           run_at = clock.now + %(delay_ms)s * interval '1 millisecond',
+           visible_at = NULL, claimed_by = NULL,
+           last_error = coalesce(%(error)s::text, j.last_error),
+           last_error_stack = CASE WHEN %(error)s::text IS NULL THEN j.last_error_stack
+                                   ELSE %(stack)s::text END,
+           updated_at = clock.now
+      FROM clock
+     WHERE j.id = %(id)s AND j.state = 'running'
+       AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
+    RETURNING j.name
+), counted AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT settled.name, 60000, date_trunc('minute', clock.now), 0,
+           (%(outcome)s::text = 'retried')::int, (%(outcome)s::text = 'failed')::int,
+           (%(outcome)s::text = 'dead')::int, %(duration_ms)s
+      FROM settled, clock
+     WHERE %(outcome)s::text IS NOT NULL
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET retried = ultimate_jobs_job_counter.retried + excluded.retried,
+           failed = ultimate_jobs_job_counter.failed + excluded.failed,
+           dead = ultimate_jobs_job_counter.dead + excluded.dead,
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+    RETURNING 1
+)
+SELECT name FROM settled;
+
+
+-- name: job_progress
+-- Store a running job's progress, fenced like a settle; silently nothing
+-- when the fence fails.
+UPDATE ultimate_jobs_job
+   SET progress = %(progress)s::jsonb
+ WHERE id = %(id)s AND state = 'running' AND claimed_by = %(worker)s
+   AND claims = %(claim)s
+RETURNING id;
+
+
+-- name: job_promote
+-- Make a job waiting on its run_at (delayed, or ready in backoff) due now and
+-- wake its queue. Never a suspended row: its wake time belongs to its step.
+-- Answers the row's state before the write (or nothing for an unknown id) so
+-- a refusal can name it.
+WITH target AS (
+    SELECT id, state, queue FROM ultimate_jobs_job WHERE id = %(id)s FOR UPDATE
+), moved AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'ready',
+           run_at = least(j.run_at, coalesce(%(now)s::timestamptz, now())),
+           updated_at = coalesce(%(now)s::timestamptz, now())
+      FROM target t
+     WHERE j.id = t.id AND t.state IN ('ready', 'delayed')
+    RETURNING j.queue
+), woke AS (
+    SELECT pg_notify('ultimate_jobs_wake', queue) FROM moved
+)
+SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM woke)
+  FROM target t;
+
+
+-- name: job_remove
+-- Delete a job that is not running, with its steps. A claim racing the
+-- delete wins: the delete waits for the claim's row lock, then sees running.
+WITH removed AS (
+    DELETE FROM ultimate_jobs_job
+     WHERE id = %(id)s AND state <> 'running'
+    RETURNING run_id
+), steps AS (
+    DELETE FROM ultimate_jobs_step s USING removed r WHERE s.run_id = r.run_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM steps) AS steps,
+       (SELECT state FROM ultimate_jobs_job WHERE id = %(id)s) AS state;
+
+
+-- name: job_requeue
+-- Make a finished job ready again: attempt 0, due now, lease columns
+-- cleared, its run kept (earlier steps replay). With from_step, delete that
+-- step and every step that started after it (a step sharing the target's
+-- start millisecond is kept unless it is the target). Nothing is deleted
+-- when the requeue does not land. A live job holding the same key refuses
+-- the requeue (the caller names it). Answers the state before the write.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), target AS (
+    SELECT id, state, run_id, name, tenant_id, idempotency_key
+      FROM ultimate_jobs_job WHERE id = %(id)s FOR UPDATE
+), holder AS (
+    SELECT h.id
+      FROM ultimate_jobs_job h, target t
+     WHERE t.idempotency_key IS NOT NULL
+       AND h.name = t.name AND coalesce(h.tenant_id, '') = coalesce(t.tenant_id, '')
+       AND h.idempotency_key = t.idempotency_key
+       AND h.state IN ('ready', 'delayed', 'running', 'suspended') AND h.id <> t.id
+     LIMIT 1
+), moved AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'ready', attempt = 0, run_at = clock.now, visible_at = NULL,
+           claimed_by = NULL, updated_at = clock.now
+      FROM target t, clock
+     WHERE j.id = t.id AND t.state IN ('done', 'failed', 'dead', 'cancelled')
+       AND NOT EXISTS (SELECT 1 FROM holder)
+    RETURNING j.run_id, j.queue
+), pivot AS (
+    SELECT date_trunc('milliseconds', s.started_at) AS started
+      FROM ultimate_jobs_step s JOIN moved m ON s.run_id = m.run_id
+     WHERE s.name = %(from_step)s::text
+), dropped AS (
+    DELETE FROM ultimate_jobs_step s
+     USING moved m
+     WHERE s.run_id = m.run_id AND %(from_step)s::text IS NOT NULL
+       AND (s.name = %(from_step)s::text
+            OR date_trunc('milliseconds', s.started_at) > (SELECT started FROM pivot))
+    RETURNING 1
+), woke AS (
+    SELECT pg_notify('ultimate_jobs_wake', queue) FROM moved
+)
+SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT id FROM holder) AS holder,
+       (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM woke)
+  FROM target t;
+
+
+-- name: job_stats
+-- Depth per queue in six mutually exclusive buckets: a due row is ready
+-- whatever state it was written in, a retry in backoff is delayed, a
+-- suspended row is only suspended. Done and cancelled rows grow without
+-- bound and are never counted; the partial stats index covers the rest.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+)
+SELECT j.queue,
+       count(*) FILTER (WHERE j.state IN ('ready', 'delayed') AND j.run_at <= clock.now),
+       count(*) FILTER (WHERE j.state IN ('ready', 'delayed') AND j.run_at > clock.now),
+       count(*) FILTER (WHERE j.state = 'running'),
+       count(*) FILTER (WHERE j.state = 'suspended'),
+       count(*) FILTER (WHERE j.state = 'failed'),
+       count(*) FILTER (WHERE j.state = 'dead'),
+       (extract(epoch FROM clock.now - min(j.run_at) FILTER (
+            WHERE j.state IN ('ready', 'delayed') AND j.run_at <= clock.now)) * 1000)::bigint
+  FROM ultimate_jobs_job j, clock
+ WHERE j.state IN ('ready', 'delayed', 'running', 'suspended', 'failed', 'dead')
+ GROUP BY j.queue, clock.now
+ ORDER BY j.queue COLLATE "C";
+
+
+-- name: queue_pause
+-- Pause a queue: one row, never a column on job rows (pausing a
+-- million-row queue is one insert). The first pause's time is kept.
+INSERT INTO ultimate_jobs_queue_pause (kind, name, paused_at)
+VALUES ('queue', %(name)s, coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (kind, name) DO NOTHING;
+
+
+-- name: queue_paused
+-- Paused queues, sorted by name in code-unit order.
+SELECT name, paused_at FROM ultimate_jobs_queue_pause
+ WHERE kind = 'queue'
+ ORDER BY name COLLATE "C";
+
+
+-- name: queue_resume
+-- Resume a queue and wake its workers so idle ones pass at once.
+WITH resumed AS (
+    DELETE FROM ultimate_jobs_queue_pause WHERE kind = 'queue' AND name = %(name)s
+    RETURNING name
+)
+SELECT pg_notify('ultimate_jobs_wake', name) FROM resumed;

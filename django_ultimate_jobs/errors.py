@@ -1,0 +1,401 @@
+"""Coded errors: one base class, stable ``X_...`` codes, retry classes.
+
+Every error this app raises is a :class:`JobsError` carrying ``code`` (a
+stable upper-snake string), ``cause`` (what happened, never a secret or an
+application value), ``fix`` (one runnable command or edit) and optional
+``meta``. Across a process boundary only the code survives, so code that
+reacts to errors matches on ``code``, never on the class or the message.
+
+Each code is registered once with its retry class (see
+``docs/reference/errors.md``); the worker's classifier reads that table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "ErrorCodeDuplicate",
+    "JobsError",
+    "RateLimited",
+    "RetryAfter",
+    "RetryClass",
+    "Terminal",
+    "code_of",
+    "register_error_code",
+    "register_error_retry",
+    "registered_codes",
+    "retry_class_of",
+]
+
+
+class RetryClass(StrEnum):
+    """How the worker treats an attempt that failed with a given code."""
+
+    TERMINAL = "terminal"
+    """Dead-letter now; the remaining attempts are not spent."""
+    RETRY_AFTER = "retry-after"
+    """Retry after the delay the error states (``meta["retry_after_seconds"]``)."""
+    RETRYABLE = "retryable"
+    """Retry on the backoff schedule."""
+    UNCLASSIFIED = "unclassified"
+    """Treated like retryable: the attempt count decides."""
+    NOT_IN_JOB = "not-in-job"
+    """Never raised inside a job body (declaration, enqueue or operator refusal)."""
+
+
+_REGISTRY: dict[str, RetryClass] = {}
+
+
+def register_error_code(code: str, retry: RetryClass | str) -> None:
+    """Register ``code`` with its retry class, once.
+
+    Raises:
+        ErrorCodeDuplicate: the code is already registered with another class.
+    """
+    klass = RetryClass(retry)
+    if not code.startswith("X_") or not code.replace("_", "").isalnum():
+        raise ValueError(f"error codes look like X_UPPER_SNAKE, not {code!r}")
+    existing = _REGISTRY.get(code)
+    if existing is not None and existing is not klass:
+        raise ErrorCodeDuplicate(
+            f"the error code {code} is already registered as {existing.value}",
+            fix="choose another code, or call register_error_retry() to reclassify",
+            meta={"code": code},
+        )
+    _REGISTRY[code] = klass
+
+
+class JobsError(Exception):
+    """The base of every error this app raises.
+
+    Subclasses set ``code``, ``retry_class`` and usually ``default_fix``;
+    defining a subclass with its own ``code`` registers that code (a second
+    class claiming the same code with another retry class is refused). An
+    instance may override the code for generic classes such as
+    :class:`Terminal`.
+
+    Attributes:
+        code: the stable ``X_...`` code.
+        cause: what happened, in one sentence without secrets or app values.
+        fix: one runnable command or edit that resolves it.
+        meta: optional structured details (ids, counts, delays).
+    """
+
+    code: str = "X_JOBS_ERROR"
+    retry_class: RetryClass = RetryClass.UNCLASSIFIED
+    default_fix: str = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            register_error_code(cls.code, cls.retry_class)
+
+    def __init__(
+        self,
+        cause: str,
+        *,
+        fix: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+        code: str | None = None,
+    ) -> None:
+        if code is not None:
+            self.code = code
+        self.cause = cause
+        self.fix = fix if fix is not None else self.default_fix
+        self.meta: dict[str, Any] = dict(meta or {})
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """Return ``"CODE: cause (fix: ...)"``, the text stored on a job row."""
+        text = f"{self.code}: {self.cause}"
+        if self.fix:
+            text += f" (fix: {self.fix})"
+        return text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep errors picklable across processes despite the keyword-only
+        # init (the supervisor and the tests move them between processes).
+        return (_rebuild, (type(self), self.cause, self.fix, self.meta, self.code))
+
+
+def _rebuild(
+    cls: type[JobsError], cause: str, fix: str, meta: dict[str, Any], code: str
+) -> JobsError:
+    # Subclasses have their own signatures: restore the fields directly.
+    error = cls.__new__(cls)
+    error.code, error.cause, error.fix, error.meta = code, cause, fix, meta
+    Exception.__init__(error, error.render())
+    return error
+
+
+class ErrorCodeDuplicate(JobsError):
+    """Two registrations claimed one error code."""
+
+    code = "X_ERROR_CODE_DUPLICATE"
+    retry_class = RetryClass.NOT_IN_JOB
+
+
+def register_error_retry(code: str, retry: RetryClass | str) -> None:
+    """Set how the worker retries an attempt that failed with ``code``.
+
+    Apps call this for their own codes (``X_PAYMENT_DECLINED`` terminal,
+    say). Unlike :func:`register_error_code` it may reclassify a code.
+    """
+    if not code.startswith("X_"):
+        raise ValueError(f"error codes look like X_UPPER_SNAKE, not {code!r}")
+    _REGISTRY[code] = RetryClass(retry)
+
+
+def retry_class_of(code: str | None) -> RetryClass:
+    """Return the registered retry class of ``code`` (unclassified if unknown)."""
+    if code is None:
+        return RetryClass.UNCLASSIFIED
+    return _REGISTRY.get(code, RetryClass.UNCLASSIFIED)
+
+
+def registered_codes() -> dict[str, RetryClass]:
+    """Return a copy of the code table, sorted by code."""
+    return dict(sorted(_REGISTRY.items()))
+
+
+def code_of(error: BaseException) -> str | None:
+    """Return the ``X_...`` code carried by ``error``, if any.
+
+    Any exception with a string ``code`` attribute starting with ``X_``
+    counts, so apps can use their own exception classes.
+    """
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and code.startswith("X_"):
+        return code
+    return None
+
+
+# -- Generic errors apps raise inside job bodies -----------------------------
+
+
+class Terminal(JobsError):
+    """Raise to fail the job now, without spending the remaining attempts."""
+
+    code = "X_JOB_TERMINAL"
+    retry_class = RetryClass.TERMINAL
+
+    def __init__(self, cause: str = "the job refused to retry", **kwargs: Any) -> None:
+        super().__init__(cause, **kwargs)
+
+
+class RetryAfter(JobsError):
+    """Raise to retry after ``seconds`` (capped by the policy's ``max_delay``).
+
+    The attempt still counts. For "not yet" without spending an attempt,
+    raise :class:`RateLimited`.
+    """
+
+    code = "X_JOB_RETRY_AFTER"
+    retry_class = RetryClass.RETRY_AFTER
+
+    def __init__(self, seconds: float, cause: str | None = None, **kwargs: Any) -> None:
+        meta = dict(kwargs.pop("meta", None) or {})
+        meta["retry_after_seconds"] = float(seconds)
+        super().__init__(cause or f"retry after {seconds:g}s", meta=meta, **kwargs)
+
+
+class RateLimited(JobsError):
+    """Raise when a rate limit says "not yet": rescheduled, attempt not spent.
+
+    ``seconds`` (optional) is a floor for the wait; without it the policy's
+    backoff applies.
+    """
+
+    code = "X_RATE_LIMITED"
+    retry_class = RetryClass.RETRY_AFTER
+
+    def __init__(
+        self, seconds: float | None = None, cause: str | None = None, **kwargs: Any
+    ) -> None:
+        meta = dict(kwargs.pop("meta", None) or {})
+        if seconds is not None:
+            meta["retry_after_seconds"] = float(seconds)
+        super().__init__(cause or "rate limited", meta=meta, **kwargs)
+
+
+# Codes apps may raise with their own classes; their retry class is fixed.
+register_error_code("X_OVERLOADED", RetryClass.RETRY_AFTER)
+register_error_code("X_TIMEOUT", RetryClass.RETRYABLE)
+
+# -- Declaration and enqueue refusals ----------------------------------------
+
+
+
+class JobDeclarationInvalid(JobsError):
+    """A ``@job(...)`` declaration is invalid (raised at import)."""
+
+    code = "X_JOB_DECLARATION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "correct the @job(...) arguments named in the message"
+
+
+class JobDuplicate(JobsError):
+    """Two declarations share a job name, or a live job already holds the key."""
+
+    code = "X_JOB_DUPLICATE"
+    retry_class = RetryClass.UNCLASSIFIED
+
+
+class JobInputInvalid(JobsError):
+    """Input refused at enqueue (signature, JSON round trip, schema); nothing written."""
+
+    code = "X_JOB_INPUT_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "pass JSON-safe keyword arguments matching the job function's signature"
+
+
+class JobUnknown(JobsError):
+    """No job is registered under that name in this process."""
+
+    code = "X_JOB_UNKNOWN"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "check the name, and that the app's jobs.py is imported (INSTALLED_APPS)"
+
+
+class DriverUnavailable(JobsError):
+    """The job driver cannot serve the request (configuration or schema drift)."""
+
+    code = "X_DRIVER_UNAVAILABLE"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = "python manage.py migrate ultimate_jobs"
+
+
+class SettingsInvalid(JobsError):
+    """The ULTIMATE_JOBS setting holds an unknown key or an invalid value."""
+
+    code = "X_SETTINGS_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "correct ULTIMATE_JOBS in settings.py (see docs/reference/settings.md)"
+
+
+class DurationInvalid(JobsError):
+    """A duration is not '30s'/'5m'/'3d', milliseconds, or a positive timedelta."""
+
+    code = "X_DURATION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = 'write durations as "500ms", "30s", "5m", "2h", "3d", an int of ms, or a timedelta'
+
+# -- Driver contract ---------------------------------------------------------
+
+
+
+class ClaimQueuesEmpty(JobsError):
+    """A claim named no queue."""
+
+    code = "X_JOB_CLAIM_QUEUES_EMPTY"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "pass at least one queue name"
+
+
+class JobRowStatusUnknown(JobsError):
+    """A stored state this build does not know (usually a newer deploy's row)."""
+
+    code = "X_JOB_ROW_STATUS_UNKNOWN"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "deploy the newer version of django-ultimate-jobs on every worker"
+
+
+class JobLeaseLost(JobsError):
+    """This attempt no longer holds the job (cancelled or re-claimed elsewhere)."""
+
+    code = "X_JOB_LEASE_LOST"
+    retry_class = RetryClass.UNCLASSIFIED
+    default_fix = "nothing to do: the job belongs to another attempt now"
+
+
+class JobNotFound(JobsError):
+    """No job has that id."""
+
+    code = "X_JOB_NOT_FOUND"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs ls"
+
+
+class JobNotRequeueable(JobsError):
+    """A requeue of a job that is still live."""
+
+    code = "X_JOB_NOT_REQUEUEABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "wait for the job to finish, or cancel it first"
+
+
+class JobNotPromotable(JobsError):
+    """A promote of a job that is not waiting on its run time."""
+
+    code = "X_JOB_NOT_PROMOTABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "only ready or delayed jobs can be promoted"
+
+
+class JobNotCancellable(JobsError):
+    """A cancel of a finished or unknown job."""
+
+    code = "X_JOB_NOT_CANCELLABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs show <id>"
+
+
+class JobNotRemovable(JobsError):
+    """A remove of a running job."""
+
+    code = "X_JOB_NOT_REMOVABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "cancel the job first, then remove it"
+
+# -- Raised inside attempts ---------------------------------------------------
+
+
+
+class JobTimeout(JobsError):
+    """The attempt (or one step) passed its declared timeout; it was cancelled first."""
+
+    code = "X_JOB_TIMEOUT"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = "raise the job's timeout=, or make the body check ctx.cancellation"
+
+
+class Draining(JobsError):
+    """The worker is shutting down; the attempt is handed back uncounted."""
+
+    code = "X_DRAINING"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = "nothing to do: another worker picks the job up"
+
+
+class Aborted(JobsError):
+    """A cancelled attempt tried to write (a step, progress)."""
+
+    code = "X_ABORTED"
+    retry_class = RetryClass.UNCLASSIFIED
+    default_fix = "check ctx.cancellation in long loops and stop when it is set"
+
+
+class JobMaxAttempts(JobsError):
+    """Retries are exhausted; the job is in the dead-letter queue."""
+
+    code = "X_JOB_MAX_ATTEMPTS"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs retry <id>"
+
+
+class JobOnSettledFailed(JobsError):
+    """The on_settled hook raised on every try (logged, never raised to callers)."""
+
+    code = "X_JOB_ON_SETTLED_FAILED"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "make on_settled idempotent and fast; record reliable effects in a step"
+
+
+class JobKeyBusy(JobsError):
+    """Another run holds the concurrency key and when_busy='fail'."""
+
+    code = "X_JOB_KEY_BUSY"
+    retry_class = RetryClass.TERMINAL

@@ -1,0 +1,507 @@
+"""``@job(...)``: declare durable work; the handle enqueues it.
+
+The handle is the only surface app code touches: ``enqueue``, ``using``,
+``enqueue_many``, ``describe``. A body never runs inline: the worker's
+executor is the single execution path (tests included, through
+``django_ultimate_jobs.testing.run_jobs``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from .drivers import get_driver
+from .drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
+from .durations import DurationInput, parse_duration_ms
+from .errors import DurationInvalid, JobDeclarationInvalid, JobInputInvalid, JobsError
+from .registry import register
+from .retry import Retry, retry_schedule_ms
+from .signals import job_enqueued
+from .validation import (
+    InputShape,
+    check_schema,
+    check_schema_declared,
+    dump_input,
+    input_shape,
+)
+
+__all__ = ["Concurrency", "Enqueued", "EnqueueOptions", "JobHandle", "job"]
+
+R = TypeVar("R")
+MAX_NAME_LENGTH = 200
+MAX_KEY_LENGTH = 512
+PRIORITY_RANGE = range(-100, 101)
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """A fleet-wide cap on running jobs of one name, optionally per key.
+
+    Args:
+        limit: how many may run at once (per key when ``key`` is given).
+        key: ``input -> str`` naming the bucket (e.g. one per invoice).
+        when_busy: ``"wait"`` (retry later, no attempt spent) or ``"fail"``
+            (settle ``failed`` with ``X_JOB_KEY_BUSY``).
+    """
+
+    limit: int
+    key: Callable[[Mapping[str, Any]], str] | None = None
+    when_busy: Literal["wait", "fail"] = "wait"
+
+
+class JobHandle(Generic[R]):
+    """A declared job. Built by :func:`job`; enqueue it, never call it."""
+
+    def __init__(
+        self,
+        func: Callable[..., R],
+        *,
+        name: str,
+        queue: str,
+        retry: Retry,
+        timeout_ms: int | None,
+        step_timeout_ms: int | None,
+        idempotency_key: Callable[[Mapping[str, Any]], str] | None,
+        tenant: Callable[[Mapping[str, Any]], str] | None,
+        concurrency: Concurrency | None,
+        priority: int,
+        input_schema: Any,
+        on_settled: Callable[..., Any] | None,
+        shape: InputShape,
+    ) -> None:
+        self.func = func
+        self.name = name
+        self.queue = queue
+        self.retry = retry
+        self.timeout_ms = timeout_ms
+        self.step_timeout_ms = step_timeout_ms
+        self.idempotency_key = idempotency_key
+        self.tenant = tenant
+        self.concurrency = concurrency
+        self.priority = priority
+        self.input_schema = input_schema
+        self.on_settled = on_settled
+        self.shape = shape
+        self.is_async = inspect.iscoroutinefunction(func)
+        self.origin = f"{func.__module__}.{func.__qualname__}"
+        self.__doc__ = func.__doc__
+        self.__wrapped__ = func
+
+    def __repr__(self) -> str:
+        return f"<JobHandle {self.name} queue={self.queue}>"
+
+    # -- enqueue -------------------------------------------------------------
+
+    def enqueue(self, **input: Any) -> Enqueued:
+        """Enqueue one run with default options.
+
+        Inside ``transaction.atomic()`` the row commits or rolls back with
+        the caller's transaction.
+
+        Raises:
+            JobInputInvalid: the input was refused; nothing was written.
+            JobDuplicate: only with ``using(on_conflict="error")``.
+        """
+        return _DEFAULT_OPTIONS.bind(self).enqueue(**input)
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
+        """Enqueue many runs in one round trip; every input is checked first."""
+        return _DEFAULT_OPTIONS.bind(self).enqueue_many(inputs)
+
+    def using(
+        self,
+        *,
+        run_at: datetime | None = None,
+        delay: DurationInput | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        tenant_id: str | None = None,
+        actor: Any = None,
+        on_conflict: Literal["dedupe", "error"] = "dedupe",
+        idempotency_key: str | None = None,
+        outbox: bool | None = None,
+    ) -> BoundEnqueue:
+        """Return an enqueuer with per-call options.
+
+        Args:
+            run_at: an aware datetime to run at (or after).
+            delay: run this long from now (the database clock decides).
+            queue: override the declared queue.
+            priority: -100..100; higher runs sooner among due jobs.
+            tenant_id: the enqueuer's tenant (idempotency namespace).
+            actor: recorded as ``enqueued_by`` (attribution, never authority):
+                a user (its pk) or a string.
+            on_conflict: ``"dedupe"`` answers the live holder of the key;
+                ``"error"`` raises ``X_JOB_DUPLICATE``.
+            idempotency_key: a key for this call (wins over the declared one).
+            outbox: reserved for the outbox (other database / Redis driver).
+
+        Raises:
+            JobInputInvalid: an option is invalid (nothing written).
+        """
+        options = EnqueueOptions.build(
+            run_at=run_at,
+            delay=delay,
+            queue=queue,
+            priority=priority,
+            tenant_id=tenant_id,
+            actor=actor,
+            on_conflict=on_conflict,
+            idempotency_key=idempotency_key,
+            outbox=outbox,
+        )
+        return options.bind(self)
+
+    # -- used by the worker and the operator ---------------------------------
+
+    def check_input(self, given: Mapping[str, Any]) -> str:
+        """Validate ``given`` and return its JSON text (the enqueue checks)."""
+        self.shape.check(self.name, given)
+        text = dump_input(self.name, given)
+        check_schema(self.name, self.input_schema, given)
+        return text
+
+    def idempotency_key_for(self, given: Mapping[str, Any]) -> str | None:
+        """Derive the declared idempotency key, refusing an empty one."""
+        if self.idempotency_key is None:
+            return None
+        key = _call_deriver(self.name, "idempotency_key", self.idempotency_key, given)
+        return _checked_text(self.name, "idempotency_key", key)
+
+    def tenant_for(self, given: Mapping[str, Any]) -> str | None:
+        """Derive the declared tenant (``None`` for a tenantless job)."""
+        if self.tenant is None:
+            return None
+        value = _call_deriver(self.name, "tenant", self.tenant, given)
+        return _checked_text(self.name, "tenant", None if value is None else str(value))
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-safe description (for ``jobs show`` and manifests)."""
+        return {
+            "name": self.name,
+            "queue": self.queue,
+            "priority": self.priority,
+            "retry": {
+                "attempts": self.retry.attempts,
+                "backoff": self.retry.backoff,
+                "dead_letter": self.retry.dead_letter,
+            },
+            "retry_delays_ms": retry_schedule_ms(self.retry),
+            "timeout_ms": self.timeout_ms,
+            "step_timeout_ms": self.step_timeout_ms,
+            "concurrency": None
+            if self.concurrency is None
+            else {"limit": self.concurrency.limit, "when_busy": self.concurrency.when_busy},
+            "on_settled": self.on_settled is not None,
+            "async": self.is_async,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueOptions:
+    """Validated per-call options (built by :meth:`JobHandle.using`)."""
+
+    run_at: datetime | None = None
+    delay_ms: int = 0
+    queue: str | None = None
+    priority: int | None = None
+    tenant_id: str | None = None
+    enqueued_by: str | None = None
+    on_conflict: Literal["dedupe", "error"] = "dedupe"
+    idempotency_key: str | None = None
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        run_at: datetime | None,
+        delay: DurationInput | None,
+        queue: str | None,
+        priority: int | None,
+        tenant_id: str | None,
+        actor: Any,
+        on_conflict: str,
+        idempotency_key: str | None,
+        outbox: bool | None,
+    ) -> EnqueueOptions:
+        """Validate options; refuse, never clamp."""
+        if run_at is not None and delay is not None:
+            raise _option_error("pass run_at or delay, not both")
+        if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+            raise _option_error("run_at must be a timezone-aware datetime")
+        delay_ms = 0
+        if delay is not None:
+            try:
+                delay_ms = parse_duration_ms(delay, what="delay", allow_zero=True)
+            except DurationInvalid as error:
+                raise _option_error(error.cause) from None
+        if queue is not None:
+            _check_name("queue", queue, _option_error)
+        if priority is not None:
+            _check_priority(priority, _option_error)
+        if on_conflict not in ("dedupe", "error"):
+            raise _option_error("on_conflict must be 'dedupe' or 'error'")
+        if tenant_id is not None:
+            tenant_id = _checked_text("enqueue", "tenant_id", tenant_id)
+        if idempotency_key is not None:
+            idempotency_key = _checked_text("enqueue", "idempotency_key", idempotency_key)
+        if outbox is not None and not isinstance(outbox, bool):
+            raise _option_error("outbox must be True, False or None")
+        return cls(
+            run_at=run_at,
+            delay_ms=delay_ms,
+            queue=queue,
+            priority=priority,
+            tenant_id=tenant_id,
+            enqueued_by=_actor_id(actor),
+            on_conflict=on_conflict,  # type: ignore[arg-type]
+            idempotency_key=idempotency_key,
+        )
+
+    def bind(self, handle: JobHandle[Any]) -> BoundEnqueue:
+        """Return an enqueuer of ``handle`` with these options."""
+        return BoundEnqueue(handle, self)
+
+
+_DEFAULT_OPTIONS = EnqueueOptions()
+
+
+class BoundEnqueue:
+    """A job handle with per-call options: ``handle.using(...).enqueue(...)``."""
+
+    __slots__ = ("handle", "options")
+
+    def __init__(self, handle: JobHandle[Any], options: EnqueueOptions) -> None:
+        self.handle = handle
+        self.options = options
+
+    def request(self, given: Mapping[str, Any]) -> EnqueueRequest:
+        """Validate ``given`` and build the driver request (nothing written)."""
+        handle, options = self.handle, self.options
+        handle.check_input(given)
+        return EnqueueRequest(
+            name=handle.name,
+            input=given,
+            queue=options.queue or handle.queue,
+            idempotency_key=options.idempotency_key or handle.idempotency_key_for(given),
+            max_attempts=handle.retry.attempts,
+            priority=handle.priority if options.priority is None else options.priority,
+            run_at=options.run_at,
+            delay_ms=options.delay_ms,
+            tenant_id=options.tenant_id or handle.tenant_for(given),
+            on_conflict=options.on_conflict,
+            enqueued_by=options.enqueued_by,
+        )
+
+    def enqueue(self, **input: Any) -> Enqueued:
+        """Validate and enqueue one run; see :meth:`JobHandle.enqueue`."""
+        request = self.request(input)
+        answer = get_driver().enqueue(request)
+        if job_enqueued.receivers:
+            job_enqueued.send(sender=JobHandle, job=self.handle, enqueued=answer)
+        return answer
+
+    def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
+        """Validate every input, then enqueue all in one round trip."""
+        requests = [self.request(given) for given in inputs]
+        answers = get_driver().enqueue_many(requests)
+        if job_enqueued.receivers:
+            for answer in answers:
+                job_enqueued.send(sender=JobHandle, job=self.handle, enqueued=answer)
+        return answers
+
+
+def job(
+    func: Callable[..., R] | None = None,
+    *,
+    name: str | None = None,
+    queue: str = DEFAULT_QUEUE,
+    retry: Retry | None = None,
+    timeout: DurationInput | None = None,
+    step_timeout: DurationInput | None = None,
+    idempotency_key: Callable[[Mapping[str, Any]], str] | None = None,
+    tenant: Callable[[Mapping[str, Any]], str] | None = None,
+    concurrency: int | Concurrency | None = None,
+    priority: int = 0,
+    input_schema: Any = None,
+    on_settled: Callable[..., Any] | None = None,
+) -> Any:
+    """Declare a job. Use as ``@job`` or ``@job(name=..., ...)``.
+
+    Args:
+        name: the durable name (default ``"<module>.<qualname>"``); pin it
+            so renaming the function does not orphan queued rows.
+        queue: the queue workers claim it from.
+        retry: the :class:`Retry` policy (default 3 attempts, exponential).
+        timeout: a whole-attempt deadline (cancel first, then fail).
+        step_timeout: a ceiling for one durable step.
+        idempotency_key: ``input -> str``; one LIVE job per key.
+        tenant: ``input -> str``; the tenant the run belongs to.
+        concurrency: an int (fleet-wide cap) or a :class:`Concurrency`.
+        priority: -100..100; higher runs sooner among due jobs.
+        input_schema: a pydantic model, dataclass or callable validating
+            the input at enqueue and again at every claim.
+        on_settled: called once after the run ends (completed, dead-lettered,
+            dropped, refused) by the worker whose settle landed.
+
+    Raises:
+        JobDeclarationInvalid: at import, listing every problem at once.
+        JobDuplicate: another declaration holds the name.
+    """
+
+    def declare(function: Callable[..., R]) -> JobHandle[R]:
+        job_name = name if name is not None else f"{function.__module__}.{function.__qualname__}"
+        problems: list[str] = []
+
+        def refuse(message: str) -> JobsError:
+            problems.append(message)
+            return JobDeclarationInvalid(message)
+
+        _collect(problems, lambda: _check_name("name", job_name, refuse))
+        _collect(problems, lambda: _check_name("queue", queue, refuse))
+        _collect(problems, lambda: _check_priority(priority, refuse))
+        policy = retry if retry is not None else Retry()
+        if not isinstance(policy, Retry):
+            problems.append("retry must be a Retry(...)")
+        timeout_ms = _collect(problems, lambda: _ceiling("timeout", timeout))
+        step_timeout_ms = _collect(problems, lambda: _ceiling("step_timeout", step_timeout))
+        for option, value in (
+            ("idempotency_key", idempotency_key),
+            ("tenant", tenant),
+            ("on_settled", on_settled),
+        ):
+            if value is not None and not callable(value):
+                problems.append(f"{option} must be a callable or None")
+        cap = _collect(problems, lambda: _concurrency(concurrency))
+        shape = _collect(problems, lambda: input_shape(function, job_name))
+        _collect(problems, lambda: check_schema_declared(job_name, input_schema))
+        if problems:
+            raise JobDeclarationInvalid(
+                f"@job {job_name!r} is invalid: " + "; ".join(dict.fromkeys(problems)),
+                meta={"job": job_name, "problems": problems},
+            )
+        handle: JobHandle[R] = JobHandle(
+            function,
+            name=job_name,
+            queue=queue,
+            retry=policy,
+            timeout_ms=timeout_ms,
+            step_timeout_ms=step_timeout_ms,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            concurrency=cap,
+            priority=priority,
+            input_schema=input_schema,
+            on_settled=on_settled,
+            shape=shape,
+        )
+        register(handle)
+        return handle
+
+    return declare(func) if func is not None else declare
+
+
+# -- checks -------------------------------------------------------------------
+
+T = TypeVar("T")
+
+
+def _collect(problems: list[str], check: Callable[[], T]) -> T:
+    try:
+        return check()
+    except JobsError as error:
+        if error.cause not in problems:
+            problems.append(error.cause)
+        return None  # type: ignore[return-value]
+
+
+def _option_error(message: str) -> JobsError:
+    return JobInputInvalid(message, fix="correct the using(...) options")
+
+
+def _check_name(what: str, value: Any, error: Callable[[str], JobsError]) -> None:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise error(f"{what} must be a non-empty string without surrounding spaces")
+    if len(value) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in value):
+        raise error(f"{what} must be at most {MAX_NAME_LENGTH} printable characters")
+
+
+def _check_priority(value: Any, error: Callable[[str], JobsError]) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value not in PRIORITY_RANGE:
+        raise error(f"priority must be a whole number from -100 to 100, got {value!r}")
+
+
+def _ceiling(what: str, value: DurationInput | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_duration_ms(value, what=what)
+    except DurationInvalid as error:
+        raise JobDeclarationInvalid(error.cause) from None
+
+
+def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
+    if value is None:
+        return None
+    cap = value if isinstance(value, Concurrency) else Concurrency(limit=value)  # type: ignore[arg-type]
+    limit = cap.limit
+    if (
+        isinstance(limit, bool)
+        or not isinstance(limit, int | float)
+        or not math.isfinite(limit)
+        or limit != int(limit)
+        or limit < 1
+    ):
+        raise JobDeclarationInvalid(
+            f"concurrency must be a whole number of at least 1, got {limit!r}"
+        )
+    if cap.key is not None and not callable(cap.key):
+        raise JobDeclarationInvalid("Concurrency(key=...) must be a callable")
+    if cap.when_busy not in ("wait", "fail"):
+        raise JobDeclarationInvalid(
+            f"Concurrency(when_busy=...) must be 'wait' or 'fail', not {cap.when_busy!r}"
+        )
+    return Concurrency(limit=int(limit), key=cap.key, when_busy=cap.when_busy)
+
+
+def _call_deriver(
+    job_name: str, what: str, deriver: Callable[[Mapping[str, Any]], Any], given: Mapping[str, Any]
+) -> Any:
+    try:
+        return deriver(given)
+    except Exception as error:
+        raise JobInputInvalid(
+            f"{what}= of {job_name} raised {type(error).__name__} for this input",
+            meta={"job": job_name},
+        ) from error
+
+
+def _checked_text(job_name: str, what: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise JobInputInvalid(
+            f"{what} of {job_name} must be a non-empty string",
+            meta={"job": job_name},
+        )
+    if len(value) > MAX_KEY_LENGTH:
+        raise JobInputInvalid(
+            f"{what} of {job_name} is longer than {MAX_KEY_LENGTH} characters",
+            meta={"job": job_name},
+        )
+    return value
+
+
+def _actor_id(actor: Any) -> str | None:
+    if actor is None:
+        return None
+    if isinstance(actor, str):
+        return actor
+    pk = getattr(actor, "pk", None)
+    if pk is None:
+        raise _option_error("actor must be a saved user (or any object with pk) or a string")
+    return f"{type(actor).__name__.lower()}:{pk}"
+

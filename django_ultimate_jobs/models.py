@@ -1,0 +1,288 @@
+"""The tables: jobs, steps, events, leases, pauses, workers, counters.
+
+The hot path (enqueue, claim, settle) never goes through these models: it
+is raw SQL in ``drivers/sql/queries.sql``. The models exist for the
+migrations, the admin and the operator commands, and every index the hot
+path relies on is declared here so the migration carries it.
+"""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Coalesce, Now
+
+from .states import JobState
+
+__all__ = ["Event", "Job", "JobCounter", "Lease", "QueuePause", "Step", "Worker"]
+
+_LIVE = ["ready", "delayed", "running", "suspended"]
+_WAITING = ["ready", "delayed", "suspended"]
+
+# Every transition the drivers make (see docs/explanation/states.md). The
+# FSM trigger refuses any other, so a bug in a statement cannot, say, revive
+# a cancelled job behind an operator's back.
+_TRANSITIONS = [
+    ("ready", "running"),
+    ("ready", "cancelled"),
+    ("ready", "delayed"),
+    ("delayed", "running"),
+    ("delayed", "ready"),
+    ("delayed", "cancelled"),
+    ("suspended", "running"),
+    ("suspended", "ready"),
+    ("suspended", "cancelled"),
+    ("running", "done"),
+    ("running", "ready"),
+    ("running", "suspended"),
+    ("running", "failed"),
+    ("running", "dead"),
+    ("running", "cancelled"),
+    ("done", "ready"),
+    ("failed", "ready"),
+    ("dead", "ready"),
+    ("cancelled", "ready"),
+]
+
+
+class Job(models.Model):
+    """One unit of durable work: a row per job, updated in place across attempts."""
+
+    id = models.UUIDField(primary_key=True)
+    name = models.TextField()
+    queue = models.TextField(db_default="default")
+    input = models.JSONField()
+    idempotency_key = models.TextField(null=True, blank=True)
+    run_id = models.UUIDField()
+    attempt = models.IntegerField(db_default=0)
+    max_attempts = models.IntegerField(db_default=3)
+    priority = models.SmallIntegerField(db_default=0)
+    state = models.TextField(
+        choices=[(s.value, s.value) for s in JobState], db_default=JobState.READY.value
+    )
+    run_at = models.DateTimeField(db_default=Now())
+    visible_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.TextField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claims = models.IntegerField(db_default=0)
+    last_error = models.TextField(null=True, blank=True)
+    last_error_stack = models.TextField(null=True, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    tenant_id = models.TextField(null=True, blank=True)
+    enqueued_by = models.TextField(null=True, blank=True)
+    traceparent = models.TextField(null=True, blank=True)
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_job"
+        indexes = [
+            # The claim: due rows of a queue in (priority desc, run_at, id).
+            models.Index(
+                "queue",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="uj_job_claim_idx",
+                condition=Q(state__in=_WAITING),
+            ),
+            # Lapsed leases are re-taken by the claim itself.
+            models.Index(
+                "visible_at", name="uj_job_lease_idx", condition=Q(state="running")
+            ),
+            # Keyset listing (operator), and the wake slot check at enqueue.
+            models.Index("created_at", "id", name="uj_job_created_idx"),
+            models.Index("queue", "created_at", name="uj_job_queue_created_idx"),
+            # Retention sweeps: done rows are kept shorter than the others.
+            models.Index(
+                "updated_at", name="uj_job_done_idx", condition=Q(state="done")
+            ),
+            models.Index(
+                "updated_at",
+                name="uj_job_finished_idx",
+                condition=Q(state__in=["failed", "dead", "cancelled"]),
+            ),
+            # Queue stats over the six counted states (done and cancelled
+            # rows grow without bound and are never counted).
+            models.Index(
+                "queue",
+                "state",
+                "run_at",
+                name="uj_job_stats_idx",
+                condition=Q(state__in=[*_LIVE, "failed", "dead"]),
+            ),
+        ]
+        constraints = [
+            # A key names at most one LIVE job per (name, tenant); finished
+            # rows keep their key for history only. The enqueue statement's
+            # ON CONFLICT target spells this expression exactly.
+            models.UniqueConstraint(
+                "name",
+                Coalesce("tenant_id", models.Value("")),
+                "idempotency_key",
+                name="uj_job_live_key_uniq",
+                condition=Q(state__in=_LIVE),
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=-100) & Q(priority__lte=100),
+                name="uj_job_priority_range",
+            ),
+        ]
+        triggers = [
+            pgtrigger.FSM(
+                name="uj_job_state_fsm",
+                field="state",
+                transitions=_TRANSITIONS,
+                condition=pgtrigger.Q(old__state__df=pgtrigger.F("new__state")),
+            )
+        ]
+        permissions = [
+            ("retry_job", "Can retry jobs"),
+            ("cancel_job", "Can cancel jobs"),
+            ("promote_job", "Can run waiting jobs now"),
+            ("remove_job", "Can remove jobs"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.id} ({self.state})"
+
+
+class Step(models.Model):
+    """A durable step record of one run: completed steps replay from here."""
+
+    id = models.BigAutoField(primary_key=True)
+    run_id = models.UUIDField()
+    name = models.TextField()
+    status = models.TextField()
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(null=True, blank=True)
+    attempts = models.IntegerField(db_default=1)
+    started_at = models.DateTimeField()
+    completed_at = models.DateTimeField(null=True, blank=True)
+    wake_at = models.DateTimeField(null=True, blank=True)
+    event = models.TextField(null=True, blank=True)
+    correlation_key = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_step"
+        constraints = [
+            models.UniqueConstraint("run_id", "name", name="uj_step_run_name_uniq")
+        ]
+        indexes = [
+            models.Index(
+                "event",
+                "correlation_key",
+                name="uj_step_waiting_idx",
+                condition=Q(status="waiting"),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+
+class Event(models.Model):
+    """A published event, matched by waiting steps until it expires."""
+
+    id = models.UUIDField(primary_key=True)
+    name = models.TextField()
+    payload = models.JSONField(null=True, blank=True)
+    correlation_key = models.TextField(null=True, blank=True)
+    published_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_event"
+        indexes = [
+            models.Index("name", "published_at", name="uj_event_lookup_idx"),
+            models.Index("expires_at", name="uj_event_expiry_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.id}"
+
+
+class Lease(models.Model):
+    """A fleet-wide slot (concurrency caps) or a lock, with a fencing number."""
+
+    id = models.BigAutoField(primary_key=True)
+    lease_key = models.TextField()
+    slot = models.IntegerField(db_default=0)
+    holder = models.TextField()
+    fence = models.BigIntegerField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_lease"
+        constraints = [
+            models.UniqueConstraint("lease_key", "slot", name="uj_lease_key_slot_uniq")
+        ]
+        indexes = [models.Index("expires_at", name="uj_lease_expiry_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.lease_key}#{self.slot} held by {self.holder}"
+
+
+class QueuePause(models.Model):
+    """A paused queue or cron task: a row, never a column on job rows."""
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.TextField(choices=[("queue", "queue"), ("task", "task")])
+    name = models.TextField()
+    paused_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_queue_pause"
+        constraints = [
+            models.UniqueConstraint("kind", "name", name="uj_pause_kind_name_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.name} paused"
+
+
+class Worker(models.Model):
+    """One running worker process, announced every heartbeat; rows expire."""
+
+    id = models.TextField(primary_key=True)
+    host = models.TextField()
+    pid = models.IntegerField()
+    queues = models.JSONField(default=list)
+    concurrency = models.IntegerField()
+    in_flight = models.JSONField(default=list)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "ultimate_jobs_worker"
+
+    def __str__(self) -> str:
+        return self.id
+
+
+class JobCounter(models.Model):
+    """Per-job-name outcome counts in time buckets, written by settles."""
+
+    id = models.BigAutoField(primary_key=True)
+    job = models.TextField()
+    bucket_ms = models.IntegerField()
+    bucket_start = models.DateTimeField()
+    done = models.IntegerField(db_default=0)
+    retried = models.IntegerField(db_default=0)
+    failed = models.IntegerField(db_default=0)
+    dead = models.IntegerField(db_default=0)
+    duration_ms = models.BigIntegerField(db_default=0)
+
+    class Meta:
+        db_table = "ultimate_jobs_job_counter"
+        constraints = [
+            models.UniqueConstraint(
+                "job", "bucket_ms", "bucket_start", name="uj_counter_bucket_uniq"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.job} @ {self.bucket_start}"

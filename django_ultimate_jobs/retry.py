@@ -1,0 +1,147 @@
+"""Retry policy: backoff curves, jitter, and the decision after a failure.
+
+Pure functions over a :class:`Retry` policy; the worker's executor applies
+the decision. Classification is by error code (``errors.retry_class_of``):
+terminal codes stop now, retry-after codes wait the stated delay, anything
+else follows the backoff schedule until attempts run out.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Literal
+
+from .durations import DurationInput, parse_duration_ms
+from .errors import JobDeclarationInvalid, RetryClass, code_of, retry_class_of
+
+__all__ = ["Retry", "RetryDecision", "backoff_delay_ms", "decide_retry", "retry_schedule_ms"]
+
+Backoff = Literal["exponential", "linear", "fixed"]
+Jitter = Literal["equal", "full", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """How a job retries.
+
+    Args:
+        attempts: total attempts including the first (1 = never retried).
+        backoff: ``"exponential"`` (delay × 2^(n−1)), ``"linear"`` (delay × n)
+            or ``"fixed"``.
+        delay: the base delay.
+        max_delay: the cap for any single delay (and for stated delays).
+        jitter: ``"equal"`` (half fixed, half random: the default, so a
+            repeatedly failing job never gets a near-zero wait), ``"full"``
+            or ``"none"``.
+        dead_letter: when exhausted, park the job as ``dead`` (True) or
+            settle it ``failed`` (False).
+    """
+
+    attempts: int = 3
+    backoff: Backoff = "exponential"
+    delay: DurationInput = "1s"
+    max_delay: DurationInput = "1h"
+    jitter: Jitter = "equal"
+    dead_letter: bool = True
+
+    def __post_init__(self) -> None:
+        if (
+            isinstance(self.attempts, bool)
+            or not isinstance(self.attempts, int)
+            or self.attempts < 1
+        ):
+            raise JobDeclarationInvalid(
+                f"Retry(attempts=...) must be a whole count of at least 1, got {self.attempts!r}",
+                fix="Retry(attempts=1) never retries; attempts=5 tries five times",
+            )
+        if self.backoff not in ("exponential", "linear", "fixed"):
+            raise JobDeclarationInvalid(
+                f"Retry(backoff=...) must be exponential, linear or fixed, not {self.backoff!r}"
+            )
+        if self.jitter not in ("equal", "full", "none"):
+            raise JobDeclarationInvalid(
+                f"Retry(jitter=...) must be equal, full or none, not {self.jitter!r}"
+            )
+        # Parse now so a bad duration fails at import, not at the first retry.
+        self.delay_ms  # noqa: B018
+        self.max_delay_ms  # noqa: B018
+
+    @property
+    def delay_ms(self) -> int:
+        """The base delay in milliseconds."""
+        return parse_duration_ms(self.delay, what="Retry(delay=...)", allow_zero=True)
+
+    @property
+    def max_delay_ms(self) -> int:
+        """The cap in milliseconds."""
+        return parse_duration_ms(self.max_delay, what="Retry(max_delay=...)")
+
+
+def backoff_delay_ms(
+    policy: Retry, attempt: int, *, jitter: bool = True, rng: random.Random | None = None
+) -> int:
+    """Return the wait after failed attempt ``attempt`` (1-based)."""
+    n = max(1, attempt)
+    base = policy.delay_ms
+    if policy.backoff == "fixed":
+        raw = float(base)
+    elif policy.backoff == "linear":
+        raw = float(base * n)
+    else:
+        raw = base * math.pow(2, min(n - 1, 62))
+    capped = min(raw, float(policy.max_delay_ms))
+    if not jitter or policy.jitter == "none":
+        return round(capped)
+    draw = (rng or random).random()
+    if policy.jitter == "full":
+        return round(capped * draw)
+    return round(capped / 2 + capped / 2 * draw)
+
+
+def retry_schedule_ms(policy: Retry) -> list[int]:
+    """Every delay of the policy with jitter off (for ``jobs show``)."""
+    return [
+        backoff_delay_ms(policy, n, jitter=False) for n in range(1, policy.attempts)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryDecision:
+    """What to do after a failed attempt."""
+
+    retry: bool
+    delay_ms: int = 0
+    counts_as_attempt: bool = True
+    stopped_by: Literal["terminal", "attempts-exhausted"] | None = None
+
+
+def decide_retry(
+    policy: Retry, attempt: int, error: BaseException, *, rng: random.Random | None = None
+) -> RetryDecision:
+    """Classify ``error`` after attempt ``attempt`` and decide the next step.
+
+    ``X_RATE_LIMITED`` is "not yet": rescheduled without spending the
+    attempt, waiting at least the stated delay (a floor, not capped).
+    """
+    code = code_of(error)
+    klass = retry_class_of(code)
+    meta = getattr(error, "meta", None) or {}
+    stated = meta.get("retry_after_seconds") if isinstance(meta, dict) else None
+    if code == "X_RATE_LIMITED":
+        wait = (
+            round(float(stated) * 1000)
+            if stated is not None
+            else backoff_delay_ms(policy, attempt, jitter=False)
+        )
+        spread = min(wait / 2, policy.max_delay_ms) * (rng or random).random()
+        return RetryDecision(True, round(wait + spread), counts_as_attempt=False)
+    if klass is RetryClass.TERMINAL:
+        return RetryDecision(False, stopped_by="terminal")
+    if attempt >= policy.attempts:
+        return RetryDecision(False, stopped_by="attempts-exhausted")
+    if klass is RetryClass.RETRY_AFTER and stated is not None:
+        wait = min(round(float(stated) * 1000), policy.max_delay_ms)
+        return RetryDecision(True, wait)
+    return RetryDecision(True, backoff_delay_ms(policy, attempt, rng=rng))
