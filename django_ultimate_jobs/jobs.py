@@ -503,5 +503,7 @@ def _actor_id(actor: Any) -> str | None:
     pk = getattr(actor, "pk", None)
     if pk is None:
         raise _option_error("actor must be a saved user (or any object with pk) or a string")
-    return f"{type(actor).__name__.lower()}:{pk}"
+    # __class__, not type(): request.user is a lazy wrapper that passes
+    # __class__ through to the real user.
+    return f"{actor.__class__.__name__.lower()}:{pk}"
 

@@ -35,6 +35,7 @@ __all__ = [
     "NackRequest",
     "PausedName",
     "QueueStats",
+    "WorkerRecord",
     "nack_state",
 ]
 
@@ -151,6 +152,8 @@ class ClaimOptions:
     visibility_ms: int
     drop_exhausted: frozenset[str] = field(default_factory=frozenset)
     """Job names whose lease-lapsed burial is ``failed``, not ``dead``."""
+    registry_ttl_ms: int | None = None
+    """When set, also refresh this worker's registry row (idle workers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +219,21 @@ class QueueStats:
     dead: int = 0
     oldest_ready_ms: int | None = None
     """Age of the oldest due ready/delayed row, or ``None``."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerRecord:
+    """One worker process in the registry."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    concurrency: int
+    in_flight: list[str]
+    started_at: datetime
+    heartbeat_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +349,18 @@ class JobDriver(Protocol):
 
     def paused_queues(self) -> list[PausedName]:
         """Paused queues sorted by name."""
+        ...
+
+    def announce_worker(self, worker: WorkerRecord, *, ttl_ms: int) -> None:
+        """Insert or refresh a worker's registry row (expires after ``ttl_ms``)."""
+        ...
+
+    def forget_worker(self, worker_id: str) -> None:
+        """Delete a worker's registry row."""
+        ...
+
+    def workers(self) -> list[WorkerRecord]:
+        """Live workers sorted by id (lapsed rows are dropped)."""
         ...
 
     def close(self) -> None:

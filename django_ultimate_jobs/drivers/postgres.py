@@ -43,6 +43,7 @@ from .base import (
     NackRequest,
     PausedName,
     QueueStats,
+    WorkerRecord,
     nack_state,
 )
 from .sql import query
@@ -53,6 +54,7 @@ __all__ = ["PostgresDriver"]
 # between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
 _ENQUEUE_ROUNDS = 2
 _EXPLICIT_PREPARE_ONLY = 2**31 - 1
+MAX_WORKER_IN_FLIGHT = 100
 
 
 class PostgresDriver:
@@ -228,6 +230,7 @@ class PostgresDriver:
                 "visibility_ms": options.visibility_ms,
                 "drop": sorted(options.drop_exhausted),
                 "lapsed_error": LEASE_LAPSED_FINAL_ATTEMPT,
+                "registry_ttl_ms": options.registry_ttl_ms,
             },
         )
         claimed: list[ClaimedJob] = []
@@ -428,6 +431,42 @@ class PostgresDriver:
     def paused_queues(self) -> list[PausedName]:
         """Paused queues sorted by name."""
         return [PausedName(name, at) for name, at in self._rows("queue_paused", {})]
+
+    def announce_worker(self, worker: WorkerRecord, *, ttl_ms: int) -> None:
+        """Insert or refresh a worker's registry row."""
+        self._rows(
+            "worker_announce",
+            {
+                "id": worker.id,
+                "host": worker.host,
+                "pid": worker.pid,
+                "queues": _json(worker.queues),
+                "concurrency": worker.concurrency,
+                "in_flight": _json(worker.in_flight[:MAX_WORKER_IN_FLIGHT]),
+                "ttl_ms": ttl_ms,
+            },
+        )
+
+    def forget_worker(self, worker_id: str) -> None:
+        """Delete a worker's registry row."""
+        self._rows("worker_forget", {"id": worker_id})
+
+    def workers(self) -> list[WorkerRecord]:
+        """Live workers sorted by id; lapsed rows are deleted by the read."""
+        return [
+            WorkerRecord(
+                id=row[0],
+                host=row[1],
+                pid=row[2],
+                queues=_loads(row[3]),
+                concurrency=row[4],
+                in_flight=_loads(row[5]),
+                started_at=row[6],
+                heartbeat_at=row[7],
+                expires_at=row[8],
+            )
+            for row in self._rows("worker_list", {})
+        ]
 
     def rollup_counters(self) -> int:
         """Fold counter tiers; answers how many buckets moved."""

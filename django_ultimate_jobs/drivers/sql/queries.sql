@@ -126,7 +126,10 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- kills its worker reaches the dead-letter queue after max_attempts claims.
 -- Waiting rows are picked per queue (one ordered scan of the claim index
 -- each, so a backlog is never sorted) and lapsed rows by the lease index,
--- rather than by one OR that no index serves. The picks
+-- rather than by one OR that no index serves. Lapsed rows are sorted in
+-- claim order before their LIMIT (few lapse at once, so the sort is small):
+-- unsorted, the LIMIT kept arbitrary ones and a higher-priority lapsed row
+-- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
 -- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
 -- row and update more rows than the limit (Oban documents that pitfall).
 -- The attempt counts at claim, so a crash mid-run still spends it.
@@ -154,6 +157,7 @@ WITH clock AS MATERIALIZED (
        AND j.queue = ANY(%(queues)s::text[])
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = j.queue)
+     ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
 ), picked AS MATERIALIZED (
@@ -195,6 +199,16 @@ WITH clock AS MATERIALIZED (
        SET failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead
     RETURNING 1
+), registry AS (
+    -- An idle worker refreshes its registry row here rather than in a
+    -- statement of its own: idle cost is a budget (12 statements a minute
+    -- with a proven wake), and the idle claim already runs every 5 s.
+    UPDATE ultimate_jobs_worker AS w
+       SET heartbeat_at = clock.now, in_flight = '[]'::jsonb,
+           expires_at = clock.now + %(registry_ttl_ms)s::int * interval '1 millisecond'
+      FROM clock
+     WHERE w.id = %(worker)s AND %(registry_ttl_ms)s::int IS NOT NULL
+    RETURNING 1
 )
 SELECT * FROM claimed
 UNION ALL
@@ -207,9 +221,11 @@ SELECT * FROM buried;
 -- exactly. A caller-allocated id that already exists (an outbox re-publish)
 -- inserts nothing either. The row is delayed when due in the future.
 -- The wake notification is sent only when a worker could act on it soon:
--- the row is due within 1 s, and no other row of its queue was created in
--- the current 250 ms slot (this statement's own insert is invisible to its
--- own read, so a row never silences itself). Postgres serialises the commits
+-- the row is due within 1 s, and no other row of its queue created in the
+-- current 250 ms slot is still ready (a woken worker is coming for that one
+-- and passes again after it, so it finds this row too; a row already claimed
+-- silences nothing, which keeps pickup fast at low load). This statement's
+-- own insert is invisible to its own read, so a row never silences itself. Postgres serialises the commits
 -- of notifying transactions, so staying silent when a woken worker will find
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
 -- on rollback.
@@ -230,6 +246,7 @@ WITH due AS (
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+         AND idempotency_key IS NOT NULL
        DO NOTHING
     RETURNING id, run_id, queue, run_at, created_at
 ), notified AS (
@@ -238,7 +255,7 @@ WITH due AS (
      WHERE i.run_at <= i.created_at + interval '1 second'
        AND NOT EXISTS (
            SELECT 1 FROM ultimate_jobs_job o
-            WHERE o.queue = i.queue
+            WHERE o.queue = i.queue AND o.state = 'ready'
               AND o.created_at >= to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
               AND o.created_at <= i.created_at)
 )
@@ -272,6 +289,7 @@ WITH clock AS (
      ORDER BY p.ord
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
        WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+         AND idempotency_key IS NOT NULL
        DO NOTHING
     RETURNING id, queue, run_at, created_at
 ), notified AS (
@@ -280,7 +298,7 @@ WITH clock AS (
              WHERE i.run_at <= i.created_at + interval '1 second') AS q
      WHERE NOT EXISTS (
            SELECT 1 FROM ultimate_jobs_job o
-            WHERE o.queue = q.queue
+            WHERE o.queue = q.queue AND o.state = 'ready'
               AND o.created_at >= to_timestamp(floor(extract(epoch FROM q.created_at) * 4) / 4)
               AND o.created_at <= q.created_at)
 )
@@ -464,23 +482,35 @@ SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT id FROM holder) A
 -- Depth per queue in six mutually exclusive buckets: a due row is ready
 -- whatever state it was written in, a retry in backoff is delayed, a
 -- suspended row is only suspended. Done and cancelled rows grow without
--- bound and are never counted; the partial stats index covers the rest.
+-- bound and are never counted. Each branch reads one partial index (claim,
+-- lease, finished), so the read stays small however long history grows.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), counted AS (
+    SELECT j.queue, j.state, j.run_at
+      FROM ultimate_jobs_job j
+     WHERE j.state IN ('ready', 'delayed', 'suspended')
+    UNION ALL
+    SELECT j.queue, j.state, j.run_at
+      FROM ultimate_jobs_job j
+     WHERE j.state = 'running'
+    UNION ALL
+    SELECT j.queue, j.state, j.run_at
+      FROM ultimate_jobs_job j
+     WHERE j.state IN ('failed', 'dead')
 )
-SELECT j.queue,
-       count(*) FILTER (WHERE j.state IN ('ready', 'delayed') AND j.run_at <= clock.now),
-       count(*) FILTER (WHERE j.state IN ('ready', 'delayed') AND j.run_at > clock.now),
-       count(*) FILTER (WHERE j.state = 'running'),
-       count(*) FILTER (WHERE j.state = 'suspended'),
-       count(*) FILTER (WHERE j.state = 'failed'),
-       count(*) FILTER (WHERE j.state = 'dead'),
-       (extract(epoch FROM clock.now - min(j.run_at) FILTER (
-            WHERE j.state IN ('ready', 'delayed') AND j.run_at <= clock.now)) * 1000)::bigint
-  FROM ultimate_jobs_job j, clock
- WHERE j.state IN ('ready', 'delayed', 'running', 'suspended', 'failed', 'dead')
- GROUP BY j.queue, clock.now
- ORDER BY j.queue COLLATE "C";
+SELECT c.queue,
+       count(*) FILTER (WHERE c.state IN ('ready', 'delayed') AND c.run_at <= clock.now),
+       count(*) FILTER (WHERE c.state IN ('ready', 'delayed') AND c.run_at > clock.now),
+       count(*) FILTER (WHERE c.state = 'running'),
+       count(*) FILTER (WHERE c.state = 'suspended'),
+       count(*) FILTER (WHERE c.state = 'failed'),
+       count(*) FILTER (WHERE c.state = 'dead'),
+       (extract(epoch FROM clock.now - min(c.run_at) FILTER (
+            WHERE c.state IN ('ready', 'delayed') AND c.run_at <= clock.now)) * 1000)::bigint
+  FROM counted c, clock
+ GROUP BY c.queue, clock.now
+ ORDER BY c.queue COLLATE "C";
 
 
 -- name: queue_pause
@@ -505,3 +535,36 @@ WITH resumed AS (
     RETURNING name
 )
 SELECT pg_notify('ultimate_jobs_wake', name) FROM resumed;
+
+
+-- name: worker_announce
+-- Announce (or re-announce) a worker process with its in-flight job ids.
+-- The row expires with the visibility timeout: a killed worker disappears
+-- on the same schedule its jobs come back.
+INSERT INTO ultimate_jobs_worker
+       (id, host, pid, queues, concurrency, in_flight, started_at, heartbeat_at, expires_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::jsonb, %(concurrency)s, %(in_flight)s::jsonb,
+        coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now()),
+        coalesce(%(now)s::timestamptz, now()) + %(ttl_ms)s * interval '1 millisecond')
+ON CONFLICT (id) DO UPDATE
+   SET in_flight = excluded.in_flight, heartbeat_at = excluded.heartbeat_at,
+       expires_at = excluded.expires_at;
+
+
+-- name: worker_forget
+-- A worker stopping removes its own row.
+DELETE FROM ultimate_jobs_worker WHERE id = %(id)s;
+
+
+-- name: worker_list
+-- Live workers, sorted by id; lapsed rows are deleted by the same statement.
+WITH lapsed AS (
+    DELETE FROM ultimate_jobs_worker
+     WHERE expires_at <= coalesce(%(now)s::timestamptz, now())
+    RETURNING id
+)
+SELECT id, host, pid, queues, concurrency, in_flight, started_at, heartbeat_at, expires_at
+  FROM ultimate_jobs_worker
+ WHERE id NOT IN (SELECT id FROM lapsed)
+   AND expires_at > coalesce(%(now)s::timestamptz, now())
+ ORDER BY id COLLATE "C";

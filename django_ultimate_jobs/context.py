@@ -1,0 +1,188 @@
+"""What a handler receives: :class:`JobContext` and its :class:`CancellationToken`.
+
+Python threads cannot be killed, so cancellation is cooperative: the token
+is set (attempt deadline, lease lost, operator cancel, worker drain), step
+and progress writes are refused from then on, and a body that loops should
+check ``ctx.cancellation`` and stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from .errors import Aborted, JobsError
+
+if TYPE_CHECKING:
+    from .drivers.base import ClaimIdentity, JobDriver
+
+__all__ = ["CancellationToken", "JobContext"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+PROGRESS_INTERVAL_S = 1.0
+MAX_PROGRESS_NOTE_LENGTH = 200
+
+
+class CancellationToken:
+    """Set once, with a reason; the first reason wins.
+
+    Cheap to create (one per attempt): the event behind :meth:`wait` is
+    only built when somebody waits.
+    """
+
+    __slots__ = ("_callbacks", "_event", "_lock", "_reason")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._event: threading.Event | None = None
+        self._reason: JobsError | None = None
+        self._callbacks: list[Callable[[JobsError], None]] = []
+
+    def is_set(self) -> bool:
+        """Whether the attempt was asked to stop."""
+        return self._reason is not None
+
+    @property
+    def reason(self) -> JobsError | None:
+        """Why it was cancelled (``X_JOB_TIMEOUT``, ``X_DRAINING``...), or None."""
+        return self._reason
+
+    def raise_if_cancelled(self) -> None:
+        """Raise the cancellation reason if the token is set."""
+        if self._reason is not None:
+            raise self._reason
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until cancelled or ``timeout`` seconds pass; True if cancelled.
+
+        Use it instead of ``time.sleep`` inside handlers: a drain or a
+        timeout then interrupts the wait at once.
+        """
+        with self._lock:
+            if self._reason is not None:
+                return True
+            if self._event is None:
+                self._event = threading.Event()
+            event = self._event
+        return event.wait(timeout)
+
+    def cancel(self, reason: JobsError) -> bool:
+        """Set the token (first reason wins); True if this call set it."""
+        with self._lock:
+            if self._reason is not None:
+                return False
+            self._reason = reason
+            callbacks, self._callbacks = self._callbacks, []
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback in callbacks:
+            try:
+                callback(reason)
+            except Exception:  # a callback must not stop the others
+                logger.exception("jobs.cancellation.callback-failed")
+        return True
+
+    def on_cancel(self, callback: Callable[[JobsError], None]) -> None:
+        """Call ``callback(reason)`` when set (at once if already set)."""
+        with self._lock:
+            if self._reason is None:
+                self._callbacks.append(callback)
+                return
+            reason = self._reason
+        callback(reason)
+
+
+class JobContext:
+    """The first argument of every handler.
+
+    Attributes:
+        job_id: the job row's id.
+        run_id: stable across retries and suspensions (steps hang off it).
+        attempt: 1-based; never branch on ``attempt == 1`` for correctness.
+        final_attempt: a failure now will not be retried for lack of attempts.
+        tenant: the job's declared tenant (``None`` for tenantless jobs).
+        enqueued_by: who enqueued it (attribution only, never authority).
+        queue: the queue it was claimed from.
+        name: the job name.
+        cancellation: the attempt's :class:`CancellationToken`.
+        logger: a logger adapter carrying the job's name and id.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: UUID,
+        run_id: UUID,
+        name: str,
+        queue: str,
+        attempt: int,
+        max_attempts: int,
+        tenant: str | None,
+        enqueued_by: str | None,
+        cancellation: CancellationToken,
+        identity: ClaimIdentity | None = None,
+        driver: JobDriver | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.run_id = run_id
+        self.name = name
+        self.queue = queue
+        self.attempt = attempt
+        self.final_attempt = attempt >= max_attempts
+        self.tenant = tenant
+        self.enqueued_by = enqueued_by
+        self.cancellation = cancellation
+        self.logger = logging.LoggerAdapter(
+            logging.getLogger("django_ultimate_jobs.job"),
+            {"job": name, "job_id": str(job_id), "attempt": attempt},
+        )
+        self._identity = identity
+        self._driver = driver
+        self._pending: dict[str, Any] | None = None
+        self._last_write = -math.inf
+
+    def __repr__(self) -> str:
+        return f"<JobContext {self.name} {self.job_id} attempt={self.attempt}>"
+
+    def progress(self, done: float, total: float, note: str | None = None) -> None:
+        """Report progress; stored at most once a second, the last one always.
+
+        Non-finite numbers are dropped; the note is cut to 200 characters.
+        Failures are logged and never fail the job.
+
+        Raises:
+            Aborted: the attempt was cancelled (its writes are refused).
+        """
+        if self.cancellation.is_set():
+            raise Aborted("progress written after the attempt was cancelled")
+        if not (_finite(done) and _finite(total)):
+            return
+        value: dict[str, Any] = {"done": done, "total": total}
+        if note:
+            value["note"] = str(note)[:MAX_PROGRESS_NOTE_LENGTH]
+        self._pending = value
+        if time.monotonic() - self._last_write >= PROGRESS_INTERVAL_S:
+            self.flush_progress()
+
+    def flush_progress(self) -> None:
+        """Write the pending progress now (the executor calls it before settling)."""
+        value, self._pending = self._pending, None
+        if value is None or self._driver is None or self._identity is None:
+            return
+        self._last_write = time.monotonic()
+        stamped: Mapping[str, Any] = {**value, "at": time.time()}
+        try:
+            self._driver.record_progress(self.job_id, self._identity, stamped)
+        except Exception:
+            logger.warning("jobs.progress.failed", extra={"job_id": str(self.job_id)})
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)

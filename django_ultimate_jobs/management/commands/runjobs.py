@@ -1,0 +1,128 @@
+"""``manage.py runjobs``: run the worker (threads, or supervised processes)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from types import FrameType
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...conf import jobs_settings
+from ...errors import JobsError
+from ...worker.config import WorkerConfig
+from ...worker.listener import WakeListener
+from ...worker.runner import Worker
+from ...worker.supervisor import EXIT_RECYCLE, Supervisor
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+
+class Command(BaseCommand):
+    """Claim and run jobs until SIGTERM (drains) or, with --burst, until idle."""
+
+    help = "Run the django-ultimate-jobs worker."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """The command's options (documented in docs/reference/commands.md)."""
+        parser.add_argument("--queues", help="comma-separated queues (default: QUEUES)")
+        parser.add_argument("--concurrency", type=int, help="slot threads per process")
+        parser.add_argument("--processes", type=int, default=1, help="worker processes")
+        parser.add_argument(
+            "--burst", action="store_true", help="exit when nothing is due and nothing runs"
+        )
+        parser.add_argument(
+            "--max-jobs-per-process", type=int, help="recycle a process after N jobs"
+        )
+        parser.add_argument(
+            "--shutdown-deadline", type=float, help="seconds to drain on SIGTERM (default 25)"
+        )
+        parser.add_argument("--no-wake", action="store_true", help="poll only (no LISTEN)")
+        parser.add_argument("--no-scheduler", action="store_true", help="no cron scheduler")
+        parser.add_argument("--no-relay", action="store_true", help="no outbox relay")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the worker, or supervise ``--processes`` of them."""
+        processes = options["processes"]
+        if processes is None or processes < 1:
+            raise CommandError("--processes must be at least 1")
+        try:
+            config = self._config(options)
+        except JobsError as error:
+            raise CommandError(error.render()) from error
+        if processes > 1:
+            argv = _drop_value(sys.argv, "--processes")
+            argv = [a for a in argv if not a.startswith("--processes=")]
+            grace = config.shutdown_deadline_ms / 1000
+            sys.exit(Supervisor([*argv, "--processes", "1"], processes, grace).run())
+        worker = Worker(config)
+        listener = None
+        if config.wake and jobs_settings().driver == "postgres":
+            listener = WakeListener(
+                jobs_settings().database, on_live=lambda live: _set_live(worker, live)
+            )
+            listener.start()
+        self.stdout.write(
+            f"runjobs {worker.id}: queues={','.join(config.queues)} "
+            f"concurrency={config.concurrency}"
+        )
+        try:
+            worker.run(install_signals=_install_signals)
+        finally:
+            if listener is not None:
+                listener.stop()
+        if worker.exit_reason in ("max-jobs", "stuck-slots") and os.environ.get(
+            "ULTIMATE_JOBS_CHILD"
+        ):
+            sys.exit(EXIT_RECYCLE)
+
+    def _config(self, options: dict[str, Any]) -> WorkerConfig:
+        queues = None
+        if options["queues"]:
+            queues = tuple(q.strip() for q in options["queues"].split(",") if q.strip())
+        deadline = options["shutdown_deadline"]
+        return WorkerConfig.from_settings(
+            queues=queues,
+            concurrency=options["concurrency"],
+            burst=options["burst"] or None,
+            max_jobs=options["max_jobs_per_process"],
+            shutdown_deadline_ms=None if deadline is None else round(deadline * 1000),
+            wake=False if options["no_wake"] else None,
+        )
+
+
+def _set_live(worker: Worker, live: bool) -> None:
+    worker.backoff.wake_live = live
+
+
+def _install_signals(worker: Worker) -> None:
+    received = 0
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        nonlocal received
+        received += 1
+        if received > 1:
+            # A second signal means "now": skip the drain.
+            logger.warning("jobs.worker.exit-now", extra={"signal": signum})
+            os._exit(1)
+        worker.request_stop(reason=signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+
+def _drop_value(argv: list[str], flag: str) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for index, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == flag and index + 1 < len(argv):
+            skip = True
+            continue
+        out.append(arg)
+    return out

@@ -1,0 +1,85 @@
+"""The knobs of one worker process, from settings plus command-line overrides."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..conf import jobs_settings
+from ..errors import SettingsInvalid
+
+__all__ = ["WorkerConfig"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerConfig:
+    """Every number is refused, not clamped, when it is not a finite count."""
+
+    queues: tuple[str, ...]
+    concurrency: int = 8
+    visibility_ms: int = 30_000
+    heartbeat_ms: int = 10_000
+    poll_ms: int = 250
+    idle_max_ms: int = 2_000
+    woken_idle_max_ms: int = 5_000
+    claim_batch: int = 64
+    shutdown_deadline_ms: int = 25_000
+    stuck_slots_max: int = 4
+    unknown_park_ms: int = 30_000
+    max_jobs: int | None = None
+    burst: bool = False
+    wake: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.queues or not all(isinstance(q, str) and q for q in self.queues):
+            raise SettingsInvalid("a worker needs at least one queue name")
+        for name in (
+            "concurrency",
+            "visibility_ms",
+            "heartbeat_ms",
+            "poll_ms",
+            "idle_max_ms",
+            "woken_idle_max_ms",
+            "claim_batch",
+            "shutdown_deadline_ms",
+            "stuck_slots_max",
+            "unknown_park_ms",
+        ):
+            _require_count(name, getattr(self, name))
+        if self.max_jobs is not None:
+            _require_count("max_jobs", self.max_jobs)
+        if self.heartbeat_ms >= self.visibility_ms:
+            raise SettingsInvalid("the heartbeat must be shorter than the visibility timeout")
+
+    @classmethod
+    def from_settings(cls, **overrides: Any) -> WorkerConfig:
+        """Build from ``ULTIMATE_JOBS``; ``None`` overrides are ignored."""
+        settings = jobs_settings()
+        config = cls(
+            queues=settings.queues,
+            concurrency=settings.concurrency,
+            visibility_ms=settings.visibility_timeout_ms,
+            heartbeat_ms=settings.heartbeat_interval_ms,
+            poll_ms=settings.poll_interval_ms,
+            idle_max_ms=settings.idle_poll_max_ms,
+            woken_idle_max_ms=settings.woken_idle_poll_max_ms,
+            claim_batch=settings.claim_batch,
+            shutdown_deadline_ms=settings.shutdown_deadline_ms,
+            stuck_slots_max=settings.stuck_slots_max,
+            unknown_park_ms=settings.unknown_job_park_ms,
+            wake=settings.wake,
+        )
+        given = {key: value for key, value in overrides.items() if value is not None}
+        return replace(config, **given) if given else config
+
+
+def _require_count(name: str, value: Any) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+        or value < 1
+    ):
+        raise SettingsInvalid(f"worker option {name} must be a whole number >= 1, got {value!r}")

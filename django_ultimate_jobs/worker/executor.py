@@ -1,0 +1,312 @@
+"""One attempt: run the body, then decide how the row settles.
+
+The single execution path: the threaded worker, ``Worker.tick()`` and the
+``run_jobs()`` test helper all run bodies through :func:`run_attempt`. It
+never writes the settlement itself: it returns an :class:`Execution`
+carrying the ack or nack to write, so the worker can batch settles.
+
+An attempt can end three ways besides its body returning: its deadline
+(the watchdog settles it as ``X_JOB_TIMEOUT`` while the body is abandoned),
+the worker's drain cut-off (handed back uncounted), or a lost lease (the
+row belongs to another attempt: nothing is written). :class:`Attempt`
+makes sure exactly one of those settles the row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..context import CancellationToken, JobContext
+from ..drivers.base import (
+    MAX_ERROR_STACK_LENGTH,
+    AckRequest,
+    ClaimedJob,
+    JobDriver,
+    NackRequest,
+)
+from ..errors import Aborted, JobInputInvalid, JobsError, code_of
+from ..retry import decide_retry
+
+if TYPE_CHECKING:
+    from ..jobs import JobHandle
+
+__all__ = ["Attempt", "Execution", "Outcome", "run_attempt"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+Outcome = Literal[
+    "completed",
+    "retried",
+    "dead-lettered",
+    "dropped",
+    "suspended",
+    "interrupted",
+    "lost",
+]
+
+
+@dataclass(slots=True)
+class Execution:
+    """How one attempt ended, and the settle that records it."""
+
+    claimed: ClaimedJob
+    outcome: Outcome
+    duration_ms: int
+    handle: JobHandle[Any] | None = None
+    ack: AckRequest | None = None
+    nack: NackRequest | None = None
+    result: Any = None
+    error: BaseException | None = None
+    stop: str | None = None
+    landed: bool | None = field(default=None)
+    """Set after the settle: whether this worker still owned the row."""
+
+    @property
+    def ends_run(self) -> bool:
+        """Whether the run is over (the ``on_settled`` outcomes)."""
+        return self.outcome in ("completed", "dead-lettered", "dropped")
+
+
+class Attempt:
+    """One claimed job in flight: its token, deadline and the settle flag."""
+
+    __slots__ = (
+        "_lock",
+        "_settled",
+        "abandoned",
+        "claimed",
+        "ctx",
+        "deadline",
+        "handle",
+        "renewed",
+        "started",
+        "token",
+    )
+
+    def __init__(self, claimed: ClaimedJob, handle: JobHandle[Any] | None) -> None:
+        self.claimed = claimed
+        self.handle = handle
+        self.token = CancellationToken()
+        self.started = time.monotonic()
+        self.renewed = self.started
+        """When a lease renewal last landed (the worker's own clock)."""
+        timeout_ms = handle.timeout_ms if handle is not None else None
+        self.deadline = None if timeout_ms is None else self.started + timeout_ms / 1000
+        self.ctx: JobContext | None = None
+        self.abandoned = False
+        self._settled = False
+        self._lock = threading.Lock()
+
+    def take_settlement(self) -> bool:
+        """Claim the right to settle this attempt (only the first caller wins)."""
+        with self._lock:
+            if self._settled:
+                return False
+            self._settled = True
+            return True
+
+    @property
+    def settled(self) -> bool:
+        """Whether someone already took the settlement."""
+        return self._settled
+
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the attempt started."""
+        return round((time.monotonic() - self.started) * 1000)
+
+
+def run_attempt(
+    attempt: Attempt,
+    driver: JobDriver,
+    *,
+    loop: asyncio.AbstractEventLoop | None = None,
+) -> Execution | None:
+    """Run the body of ``attempt`` and return how it should settle.
+
+    Returns ``None`` when somebody else (the watchdog, the drain) already
+    settled the attempt: the body was abandoned and its result is dropped.
+    """
+    claimed, handle = attempt.claimed, attempt.handle
+    assert handle is not None, "unknown jobs are parked before they run"
+    ctx = JobContext(
+        job_id=claimed.id,
+        run_id=claimed.run_id,
+        name=claimed.name,
+        queue=claimed.queue,
+        attempt=claimed.attempt,
+        max_attempts=claimed.max_attempts,
+        tenant=None,
+        enqueued_by=claimed.enqueued_by,
+        cancellation=attempt.token,
+        identity=claimed.identity,
+        driver=driver,
+    )
+    attempt.ctx = ctx
+    error: BaseException | None = None
+    result: Any = None
+    try:
+        ctx.tenant = handle.tenant_for(claimed.input)
+        if handle.input_schema is not None:
+            _recheck_input(handle, claimed.input)
+        attempt.token.raise_if_cancelled()
+        if handle.is_async:
+            result = _run_async(handle, ctx, claimed.input, attempt.token, loop)
+        else:
+            result = handle.func(ctx, **claimed.input)
+    except BaseException as raised:  # noqa: BLE001 - every failure is recorded
+        if isinstance(raised, KeyboardInterrupt | SystemExit):
+            raise
+        error = raised
+    if not attempt.take_settlement():
+        _report_abandoned(attempt, error)
+        return None
+    ctx.flush_progress()
+    return settle_for(attempt, result=result, error=error)
+
+
+def settle_for(
+    attempt: Attempt, *, result: Any = None, error: BaseException | None = None
+) -> Execution:
+    """Build the settlement of an attempt that ended with ``result`` or ``error``."""
+    claimed, handle = attempt.claimed, attempt.handle
+    duration = attempt.elapsed_ms()
+    reason = attempt.token.reason
+    if reason is not None and reason.code == "X_JOB_LEASE_LOST":
+        # The row belongs to another attempt or was cancelled: write nothing.
+        return Execution(claimed, "lost", duration, handle, error=reason)
+    if reason is not None and reason.code == "X_DRAINING" and error is None:
+        # The body finished before noticing the drain: its work is done.
+        reason = None
+    if reason is not None and reason.code == "X_DRAINING":
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            error=reason.render(),
+            counts_as_attempt=False,
+            duration_ms=duration,
+        )
+        return Execution(claimed, "interrupted", duration, handle, nack=nack, error=reason)
+    if error is None and reason is not None:
+        # The body returned after its deadline passed: still a timeout.
+        error = reason
+    if error is None:
+        ack = AckRequest(
+            job_id=claimed.id, identity=claimed.identity, duration_ms=duration, result=result
+        )
+        return Execution(claimed, "completed", duration, handle, ack=ack, result=result)
+    if isinstance(error, Aborted) and reason is not None:
+        error = reason
+    return _failure(attempt, error, duration)
+
+
+def _failure(attempt: Attempt, error: BaseException, duration: int) -> Execution:
+    claimed, handle = attempt.claimed, attempt.handle
+    assert handle is not None
+    policy = handle.retry
+    decision = decide_retry(policy, claimed.attempt, error)
+    text = render_error(error)
+    if decision.stopped_by == "terminal":
+        text += f" — not retried: {code_of(error)} is classified terminal"
+    stack = _stack(error)
+    if decision.retry:
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            delay_ms=decision.delay_ms,
+            error=text,
+            stack=stack,
+            counts_as_attempt=decision.counts_as_attempt,
+            duration_ms=duration,
+        )
+        return Execution(claimed, "retried", duration, handle, nack=nack, error=error)
+    dead = policy.dead_letter
+    nack = NackRequest(
+        job_id=claimed.id,
+        identity=claimed.identity,
+        error=text,
+        stack=stack,
+        dead_letter=dead,
+        fail=not dead,
+        duration_ms=duration,
+    )
+    outcome: Outcome = "dead-lettered" if dead else "dropped"
+    return Execution(
+        claimed, outcome, duration, handle, nack=nack, error=error, stop=decision.stopped_by
+    )
+
+
+def render_error(error: BaseException) -> str:
+    """The text stored as ``last_error``: the code, cause and fix when coded."""
+    if isinstance(error, JobsError):
+        return error.render()
+    message = str(error)
+    code = code_of(error)
+    name = type(error).__name__
+    prefix = f"{code}: {name}" if code else name
+    return f"{prefix}: {message}" if message else prefix
+
+
+def _stack(error: BaseException) -> str:
+    text = "".join(traceback.format_exception(error))
+    return text[-MAX_ERROR_STACK_LENGTH:]
+
+
+def _recheck_input(handle: JobHandle[Any], given: dict[str, Any]) -> None:
+    try:
+        handle.check_input(given)
+    except JobInputInvalid as error:
+        # A stored payload that no longer parses will never parse: stop now.
+        raise JobInputInvalid(
+            f"the stored input of {handle.name} no longer passes its input_schema",
+            fix="python manage.py jobs show <id>, fix the payload or the schema",
+            code="X_JOB_INPUT_INVALID",
+        ) from error
+
+
+def _run_async(
+    handle: JobHandle[Any],
+    ctx: JobContext,
+    given: dict[str, Any],
+    token: CancellationToken,
+    loop: asyncio.AbstractEventLoop | None,
+) -> Any:
+    own_loop = loop is None
+    event_loop = asyncio.new_event_loop() if own_loop else loop
+    assert event_loop is not None
+    try:
+        task = event_loop.create_task(handle.func(ctx, **given))
+        # A cancelled token cancels the task: the coroutine sees
+        # CancelledError at its next await, and the token's reason wins.
+        token.on_cancel(lambda _reason: event_loop.call_soon_threadsafe(task.cancel))
+        try:
+            return event_loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if token.reason is not None:
+                raise token.reason from None
+            raise
+    finally:
+        if own_loop:
+            event_loop.close()
+
+
+def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
+    reason = attempt.token.reason
+    stopped_by_cancel = error is not None and (
+        error is reason or code_of(error) in ("X_ABORTED", reason.code if reason else None)
+    )
+    if reason is not None and reason.code == "X_JOB_TIMEOUT" and not stopped_by_cancel:
+        logger.warning(
+            "jobs.timeout.abandoned",
+            extra={
+                "job": attempt.claimed.name,
+                "job_id": str(attempt.claimed.id),
+                "ended": "rejected" if error is not None else "resolved",
+            },
+        )
+

@@ -1,0 +1,533 @@
+"""The worker: claim loop, slot threads, settler, lease keeper, drain.
+
+Threads of one worker process:
+
+- the claim loop (the thread that calls :meth:`Worker.run`) claims up to the
+  free capacity in one statement and hands attempts to the slots;
+- ``concurrency`` slot threads run bodies through :func:`run_attempt`;
+- one settler thread writes settlements in batches (:class:`Settler`);
+- one keeper thread renews leases in one statement per interval, cancels
+  attempts whose lease is lost, fires attempt deadlines and the drain
+  cut-off;
+- optionally the LISTEN thread (:mod:`.listener`), which only makes the next
+  poll sooner.
+
+Each thread has its own Django connection. :meth:`Worker.tick` runs one
+claim pass inline in the caller's thread: the test helper uses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID
+
+from django.db import connections
+
+from ..context import CancellationToken
+from ..drivers import get_driver
+from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
+from ..errors import Draining, JobLeaseLost, JobTimeout
+from ..registry import get_job, registered_jobs
+from ..signals import job_started
+from ..wake import wake_hub
+from .backoff import IdleBackoff
+from .config import WorkerConfig
+from .executor import Attempt, Execution, run_attempt, settle_for
+from .settler import Settler
+
+__all__ = ["Worker", "new_worker_id"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+_STOP: Any = object()
+_SETTLE_BATCH = 256
+_SETTLE_GATHER_S = 0.002
+DRAIN_CANCEL_MARGIN_S = 2.0
+
+
+def new_worker_id() -> str:
+    """A worker id unique per process incarnation (never just the host)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Worker:
+    """One worker process's runtime."""
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        driver: JobDriver | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        self.config = config
+        self.driver = driver or get_driver()
+        self.id = worker_id or new_worker_id()
+        self.state = "idle"
+        self.drain_token = CancellationToken()
+        self.backoff = IdleBackoff(
+            config.poll_ms / 1000, config.idle_max_ms / 1000, config.woken_idle_max_ms / 1000
+        )
+        self.processed = 0
+        self.counts: dict[str, int] = {}
+        self.exit_reason: str | None = None
+        self._lock = threading.Lock()
+        self._held: dict[UUID, Attempt] = {}
+        self._stuck = 0
+        self._wake = threading.Event()
+        self._slots: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._settles: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._keeper_stop = threading.Event()
+        self._registry_due = True
+        self._cutoff_at: float | None = None
+        self._handback_at: float | None = None
+        self._deadline_at: float | None = None
+        self._settler = Settler(self.driver, on_done=self._settled)
+        self._drop_names = frozenset(
+            handle.name for handle in registered_jobs() if not handle.retry.dead_letter
+        )
+
+    # -- one pass, inline (tests) ----------------------------------------------
+
+    def tick(self) -> list[Execution]:
+        """Claim once and run every claimed job in this thread; return them.
+
+        The same claim, executor and settler as the threaded loop, so a test
+        exercises the real path. Timeouts cancel the token from a timer.
+        """
+        claimed, buried = self._claim(self.config.claim_batch)
+        self._settler.announce_buried(buried)
+        executions: list[Execution] = []
+        for attempt in claimed:
+            if attempt.handle is None:
+                executions.append(self._park_unknown(attempt))
+                continue
+            timer = self._deadline_timer(attempt)
+            try:
+                self._send_started(attempt)
+                execution = run_attempt(attempt, self.driver)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if execution is not None:
+                executions.append(execution)
+        self._settler.settle(executions)
+        return executions
+
+    # -- the threaded loop -----------------------------------------------------
+
+    def run(self, *, install_signals: Callable[[Worker], None] | None = None) -> int:
+        """Run until stopped (or idle with ``burst``); return an exit code."""
+        self.state = "running"
+        self._start_threads()
+        unsubscribe = wake_hub.subscribe(self._on_wake)
+        if install_signals is not None:
+            install_signals(self)
+        logger.info(
+            "jobs.worker.started",
+            extra={"worker_id": self.id, "queues": list(self.config.queues)},
+        )
+        try:
+            self._loop()
+        finally:
+            unsubscribe()
+            self._finish()
+        return 0
+
+    def request_stop(self, deadline_s: float | None = None, reason: str = "signal") -> None:
+        """Stop claiming now; running jobs get until the deadline (drain)."""
+        with self._lock:
+            if self.state in ("draining", "stopped"):
+                return
+            self.state = "draining"
+            self.exit_reason = reason
+            budget = self.config.shutdown_deadline_ms / 1000 if deadline_s is None else deadline_s
+            now = time.monotonic()
+            margin = min(DRAIN_CANCEL_MARGIN_S, budget / 2)
+            self._deadline_at = now + budget
+            self._cutoff_at = self._deadline_at - margin
+            self._handback_at = self._deadline_at - margin / 2
+        logger.info("jobs.worker.draining", extra={"worker_id": self.id, "deadline_s": budget})
+        self._wake.set()
+
+    def held_count(self) -> int:
+        """Attempts claimed and not yet settled."""
+        with self._lock:
+            return len(self._held)
+
+    def _loop(self) -> None:
+        # Up to one claim batch is held beyond the running slots, so slots
+        # never wait on a claim round trip; a claim waits until at least
+        # half a batch is free rather than paying a round trip for one row.
+        capacity = self.config.concurrency + self.config.claim_batch
+        worth_claiming = max(1, min(self.config.claim_batch // 2, self.config.concurrency))
+        while self.state == "running":
+            held = self.held_count()
+            free = capacity - held - self._stuck
+            if free <= 0 or (held > 0 and free < worth_claiming):
+                self._wake.wait(self.config.poll_ms / 1000)
+                self._wake.clear()
+                continue
+            try:
+                claimed, buried = self._claim(min(free, self.config.claim_batch))
+            except Exception:
+                logger.exception("jobs.worker.tick-failed", extra={"worker_id": self.id})
+                self._wake.wait(self.config.poll_ms / 1000)
+                continue
+            if buried:
+                self._settler.announce_buried(buried)
+            for attempt in claimed:
+                if attempt.handle is None:
+                    self._settles.put(self._park_unknown(attempt))
+                else:
+                    self._slots.put(attempt)
+            if claimed or buried:
+                self.backoff.reset()
+                continue
+            if self.config.burst and self.held_count() == 0:
+                self.request_stop(reason="burst")
+                break
+            self._wake.wait(self.backoff.next_wait())
+            self._wake.clear()
+
+    def _claim(self, limit: int) -> tuple[list[Attempt], list[Any]]:
+        registry_ttl = None
+        if self._registry_due and self.held_count() == 0:
+            registry_ttl = self.config.visibility_ms
+            self._registry_due = False
+        result = self.driver.claim(
+            ClaimOptions(
+                queues=self.config.queues,
+                limit=limit,
+                worker_id=self.id,
+                visibility_ms=self.config.visibility_ms,
+                drop_exhausted=self._drop_names,
+                registry_ttl_ms=registry_ttl,
+            )
+        )
+        attempts = []
+        with self._lock:
+            for claimed in result.claimed:
+                attempt = Attempt(claimed, get_job(claimed.name))
+                self._held[claimed.id] = attempt
+                attempts.append(attempt)
+        return attempts, result.buried
+
+    def _park_unknown(self, attempt: Attempt) -> Execution:
+        # Deploy skew: a newer release enqueued a job this one does not know.
+        # Park it without spending an attempt; a worker that knows it will run it.
+        claimed = attempt.claimed
+        attempt.take_settlement()
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            delay_ms=self.config.unknown_park_ms,
+            error=f"X_JOB_UNKNOWN: no job registered as {claimed.name!r} in this worker",
+            counts_as_attempt=False,
+            park=True,
+        )
+        logger.warning("jobs.worker.job-unknown", extra={"job": claimed.name})
+        return Execution(claimed, "suspended", 0, None, nack=nack)
+
+    def _on_wake(self, queue_name: str) -> None:
+        if not queue_name or queue_name in self.config.queues:
+            self.backoff.reset()
+            self._wake.set()
+
+    def _send_started(self, attempt: Attempt) -> None:
+        if job_started.receivers and attempt.handle is not None:
+            job_started.send(
+                sender=type(attempt.handle), job=attempt.handle, claimed=attempt.claimed
+            )
+
+    # -- threads -----------------------------------------------------------------
+
+    def _start_threads(self) -> None:
+        for index in range(self.config.concurrency):
+            self._spawn(f"uj-slot-{index}", self._slot_main)
+        self._spawn("uj-settler", self._settler_main)
+        self._spawn("uj-keeper", self._keeper_main)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _slot_main(self) -> None:
+        loop: asyncio.AbstractEventLoop | None = None
+        try:
+            while True:
+                attempt = self._slots.get()
+                if attempt is _STOP:
+                    return
+                if attempt.settled:  # handed back by the drain before it started
+                    continue
+                if attempt.handle.is_async and loop is None:
+                    loop = asyncio.new_event_loop()
+                self._send_started(attempt)
+                try:
+                    execution = run_attempt(attempt, self.driver, loop=loop)
+                except Exception:  # never lose the slot to a bug
+                    logger.exception("jobs.worker.slot-failed")
+                    execution = None
+                if execution is not None:
+                    self._settles.put(execution)
+                elif attempt.abandoned:
+                    with self._lock:
+                        self._stuck -= 1
+                _reset_broken_connections()
+        finally:
+            if loop is not None:
+                loop.close()
+            connections.close_all()
+
+    def _settler_main(self) -> None:
+        try:
+            while True:
+                first = self._settles.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                stop = False
+                # Gather what finishes within a couple of milliseconds into
+                # one statement: settles add latency to nothing a user waits
+                # on, and one round trip per batch is the throughput.
+                gather_until = time.monotonic() + _SETTLE_GATHER_S
+                while len(batch) < _SETTLE_BATCH:
+                    try:
+                        timeout = gather_until - time.monotonic()
+                        if timeout <= 0 or len(batch) >= self.held_count():
+                            item = self._settles.get_nowait()
+                        else:
+                            item = self._settles.get(timeout=timeout)
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                try:
+                    self._settler.settle(batch)
+                except Exception:
+                    logger.exception("jobs.worker.settle-failed")
+                    for execution in batch:
+                        self._settled(execution)
+                if stop:
+                    return
+        finally:
+            connections.close_all()
+
+    def _settled(self, execution: Execution) -> None:
+        with self._lock:
+            self._held.pop(execution.claimed.id, None)
+            self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
+            if execution.outcome != "suspended" or execution.handle is not None:
+                self.processed += 1
+            reached = self.config.max_jobs is not None and self.processed >= self.config.max_jobs
+        if reached and self.state == "running":
+            self.request_stop(reason="max-jobs")
+        self._wake.set()
+
+    # -- leases, deadlines, registry, drain -------------------------------------
+
+    def _keeper_main(self) -> None:
+        next_beat = time.monotonic()
+        try:
+            while not self._keeper_stop.is_set():
+                now = time.monotonic()
+                if now >= next_beat:
+                    self._renew_leases()
+                    next_beat = now + self.config.heartbeat_ms / 1000
+                self._fire_deadlines(now)
+                self._drain_step(now)
+                self._keeper_stop.wait(min(0.05, max(0.0, next_beat - now)))
+        finally:
+            connections.close_all()
+
+    def _renew_leases(self) -> None:
+        with self._lock:
+            held = [a for a in self._held.values() if not a.settled]
+        visibility_s = self.config.visibility_ms / 1000
+        if held:
+            try:
+                landed = self.driver.heartbeat_many(
+                    [(a.claimed.id, a.claimed.identity) for a in held],
+                    visibility_ms=self.config.visibility_ms,
+                )
+            except Exception:
+                logger.warning("jobs.heartbeat.failed", exc_info=True)
+                landed = None
+            now = time.monotonic()
+            for attempt in held:
+                if landed is not None and attempt.claimed.id in landed:
+                    attempt.renewed = now
+                elif landed is not None or now - attempt.renewed >= visibility_s:
+                    self._lose(attempt)
+        self._announce(bool(held))
+
+    def _lose(self, attempt: Attempt) -> None:
+        if attempt.settled:
+            return
+        logger.error(
+            "jobs.lease.lost",
+            extra={"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)},
+        )
+        attempt.token.cancel(
+            JobLeaseLost("this worker no longer holds the job (cancelled or re-claimed)")
+        )
+
+    def _announce(self, busy: bool) -> None:
+        if not busy:
+            # Idle: the next claim refreshes the registry row in passing.
+            self._registry_due = True
+            return
+        with self._lock:
+            in_flight = [str(job_id) for job_id in list(self._held)[:100]]
+        announce = getattr(self.driver, "announce_worker", None)
+        if announce is None:
+            return
+        try:
+            announce(self._record(in_flight), ttl_ms=self.config.visibility_ms)
+        except Exception:
+            logger.warning("jobs.worker.announce-failed", exc_info=True)
+
+    def _record(self, in_flight: list[str]) -> WorkerRecord:
+        from django.utils import timezone
+
+        now = timezone.now()
+        return WorkerRecord(
+            id=self.id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=list(self.config.queues),
+            concurrency=self.config.concurrency,
+            in_flight=in_flight,
+            started_at=now,
+            heartbeat_at=now,
+            expires_at=now,
+        )
+
+    def _fire_deadlines(self, now: float) -> None:
+        with self._lock:
+            due = [
+                a
+                for a in self._held.values()
+                if a.deadline is not None and a.deadline <= now and not a.settled
+            ]
+        for attempt in due:
+            timeout_ms = attempt.handle.timeout_ms if attempt.handle else None
+            reason = JobTimeout(f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms")
+            # Cancel first, then settle: the settle makes the job claimable
+            # elsewhere, and a body still running must already be told to stop.
+            attempt.token.cancel(reason)
+            if attempt.take_settlement():
+                attempt.abandoned = True
+                with self._lock:
+                    self._stuck += 1
+                    stuck = self._stuck
+                self._settles.put(settle_for(attempt, error=reason))
+                if stuck > self.config.stuck_slots_max and self.state == "running":
+                    logger.error("jobs.worker.too-many-stuck-slots", extra={"stuck": stuck})
+                    self.request_stop(reason="stuck-slots")
+
+    def _drain_step(self, now: float) -> None:
+        if self._cutoff_at is None:
+            return
+        if now >= self._cutoff_at and not self.drain_token.is_set():
+            logger.info("jobs.worker.drain-cancelling", extra={"worker_id": self.id})
+            reason = Draining(f"worker {self.id} is shutting down")
+            self.drain_token.cancel(reason)
+            with self._lock:
+                held = list(self._held.values())
+            for attempt in held:
+                attempt.token.cancel(reason)
+        if self._handback_at is not None and now >= self._handback_at:
+            self._handback_at = None
+            self._hand_back_all()
+
+    def _hand_back_all(self) -> None:
+        with self._lock:
+            held = list(self._held.values())
+        handed = 0
+        for attempt in held:
+            if not attempt.take_settlement():
+                continue
+            handed += 1
+            reason = Draining(f"worker {self.id} is shutting down")
+            self._settles.put(
+                Execution(
+                    attempt.claimed,
+                    "interrupted",
+                    attempt.elapsed_ms(),
+                    attempt.handle,
+                    nack=NackRequest(
+                        job_id=attempt.claimed.id,
+                        identity=attempt.claimed.identity,
+                        error=reason.render(),
+                        counts_as_attempt=False,
+                    ),
+                    error=reason,
+                )
+            )
+        if handed:
+            logger.info("jobs.worker.drain-handed-back", extra={"count": handed})
+
+    def _finish(self) -> None:
+        """Wait for held work under the drain budget, then stop every thread."""
+        if self.state == "running":
+            self.request_stop(reason=self.exit_reason or "stopped")
+        deadline = self._deadline_at or time.monotonic()
+        while self.held_count() > 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self.held_count() > 0:
+            logger.error(
+                "jobs.worker.drain-abandoned",
+                extra={"held": self.held_count(), "fix": "raise SHUTDOWN_DEADLINE"},
+            )
+        for _ in range(self.config.concurrency):
+            self._slots.put(_STOP)
+        self._settles.put(_STOP)
+        self._keeper_stop.set()
+        for thread in self._threads:
+            if thread.name in ("uj-settler", "uj-keeper"):
+                thread.join(timeout=5)
+        forget = getattr(self.driver, "forget_worker", None)
+        if forget is not None:
+            try:
+                forget(self.id)
+            except Exception:
+                logger.warning("jobs.worker.forget-failed", exc_info=True)
+        self.state = "stopped"
+        logger.info("jobs.worker.stopped", extra={"worker_id": self.id, "counts": self.counts})
+
+    def _deadline_timer(self, attempt: Attempt) -> threading.Timer | None:
+        if attempt.deadline is None:
+            return None
+        timeout_ms = attempt.handle.timeout_ms if attempt.handle else None
+        timer = threading.Timer(
+            max(0.0, attempt.deadline - time.monotonic()),
+            attempt.token.cancel,
+            args=(JobTimeout(f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms"),),
+        )
+        timer.daemon = True
+        timer.start()
+        return timer
+
+
+def _reset_broken_connections() -> None:
+    # A handler whose query failed may leave its thread's connection broken;
+    # close it so the next job reconnects. Healthy connections are kept.
+    for connection in connections.all(initialized_only=True):
+        if connection.errors_occurred:
+            connection.close_if_unusable_or_obsolete()
+

@@ -1,0 +1,186 @@
+"""Write settlements in batches, then announce the runs that ended.
+
+Acks of one batch go out as ONE fenced statement (``ack_many``); nacks are
+rarer and go one by one. A settle that does not land means this worker no
+longer owns the row (cancelled, or re-claimed after its lease lapsed): it is
+logged ``jobs.settle.unowned`` and nothing else happens, the ``on_settled``
+hook included. A settle that fails (database down) is logged
+``jobs.worker.settle-failed`` and left to the lease: the row comes back
+after the visibility timeout, never lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..drivers.base import JobDriver, JobRecord
+from ..errors import JobOnSettledFailed
+from ..registry import get_job
+from ..signals import job_finished
+from .executor import Execution
+
+__all__ = ["ON_SETTLED_ATTEMPTS", "Settler", "SettledHook"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+ON_SETTLED_ATTEMPTS = 3
+
+
+class SettledHook:
+    """What ``on_settled`` receives: how one run ended."""
+
+    __slots__ = ("attempt", "code", "error", "input", "job_id", "outcome", "result", "run_id")
+
+    def __init__(
+        self,
+        *,
+        outcome: str,
+        job_id: Any,
+        run_id: Any,
+        attempt: int,
+        input: Any,
+        result: Any = None,
+        error: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        self.outcome = outcome
+        self.job_id = job_id
+        self.run_id = run_id
+        self.attempt = attempt
+        self.input = input
+        self.result = result
+        self.error = error
+        self.code = code
+
+    def __repr__(self) -> str:
+        return f"<SettledHook {self.outcome} {self.job_id} attempt={self.attempt}>"
+
+
+class Settler:
+    """Settles executions for one worker; safe to call from one thread at a time."""
+
+    def __init__(
+        self, driver: JobDriver, *, on_done: Callable[[Execution], None] | None = None
+    ) -> None:
+        self.driver = driver
+        self.on_done = on_done
+
+    def settle(self, executions: Sequence[Execution]) -> None:
+        """Write every settlement of ``executions``, then announce each."""
+        acks = [e for e in executions if e.ack is not None]
+        if acks:
+            try:
+                landed = self.driver.ack_many([e.ack for e in acks if e.ack is not None])
+            except Exception:
+                logger.exception("jobs.worker.settle-failed", extra={"count": len(acks)})
+                landed = [False] * len(acks)
+            for execution, ok in zip(acks, landed, strict=True):
+                execution.landed = ok
+        for execution in executions:
+            if execution.nack is not None:
+                try:
+                    execution.landed = self.driver.nack(execution.nack)
+                except Exception:
+                    logger.exception(
+                        "jobs.worker.settle-failed", extra={"job_id": str(execution.claimed.id)}
+                    )
+                    execution.landed = False
+            elif execution.ack is None:
+                execution.landed = False  # a lost lease writes nothing
+        for execution in executions:
+            self._announce(execution)
+
+    def _announce(self, execution: Execution) -> None:
+        claimed = execution.claimed
+        if not execution.landed and execution.outcome != "lost":
+            logger.warning(
+                "jobs.settle.unowned",
+                extra={
+                    "job": claimed.name,
+                    "job_id": str(claimed.id),
+                    "worker_id": claimed.claimed_by,
+                    "settling": execution.outcome,
+                },
+            )
+        elif execution.outcome in ("retried", "dead-lettered", "dropped"):
+            logger.warning(
+                "jobs.attempt.failed",
+                extra={
+                    "job": claimed.name,
+                    "job_id": str(claimed.id),
+                    "attempt": claimed.attempt,
+                    "outcome": execution.outcome,
+                    "stop": execution.stop,
+                },
+            )
+        if job_finished.receivers and execution.handle is not None:
+            job_finished.send(
+                sender=type(execution.handle),
+                job=execution.handle,
+                claimed=claimed,
+                outcome=execution.outcome,
+                landed=execution.landed,
+                error=execution.error,
+            )
+        if execution.landed and execution.ends_run:
+            self._on_settled(execution)
+        if self.on_done is not None:
+            self.on_done(execution)
+
+    def _on_settled(self, execution: Execution) -> None:
+        handle = execution.handle
+        if handle is None or handle.on_settled is None:
+            return
+        claimed = execution.claimed
+        error = execution.nack.error if execution.nack is not None else None
+        hook = SettledHook(
+            outcome=execution.outcome,
+            job_id=claimed.id,
+            run_id=claimed.run_id,
+            attempt=claimed.attempt,
+            input=claimed.input,
+            result=execution.result,
+            error=error,
+            code=getattr(execution.error, "code", None),
+        )
+        call_on_settled(handle.on_settled, hook, claimed.name)
+
+    def announce_buried(self, rows: Sequence[JobRecord]) -> None:
+        """Report rows a claim buried (lease lapsed on their final attempt)."""
+        for row in rows:
+            logger.error(
+                "jobs.claim.exhausted",
+                extra={"job": row.name, "job_id": str(row.id), "state": row.state.value},
+            )
+            handle = get_job(row.name)
+            if handle is None or handle.on_settled is None:
+                continue
+            hook = SettledHook(
+                outcome="dead-lettered" if row.state.value == "dead" else "dropped",
+                job_id=row.id,
+                run_id=row.run_id,
+                attempt=row.attempt,
+                input=row.input,
+                error=row.last_error,
+            )
+            call_on_settled(handle.on_settled, hook, row.name)
+
+
+def call_on_settled(hook: Callable[[SettledHook], Any], settled: SettledHook, job: str) -> None:
+    """Run ``on_settled`` up to three times; never raise to the worker."""
+    for _ in range(ON_SETTLED_ATTEMPTS):
+        try:
+            hook(settled)
+            return
+        except Exception as error:  # noqa: BLE001 - retried, then reported
+            last = error
+    failure = JobOnSettledFailed(
+        f"on_settled of {job} raised {type(last).__name__} on all {ON_SETTLED_ATTEMPTS} tries"
+    )
+    logger.error(
+        "jobs.on-settled.failed",
+        extra={"job": job, "job_id": str(settled.job_id), "code": failure.code},
+        exc_info=last,
+    )

@@ -1,0 +1,84 @@
+"""``runjobs --processes N``: supervise N worker processes.
+
+Each child is this same command re-run with ``--processes 1``; the parent
+runs no jobs. A child that dies is replaced (after a short backoff when it
+keeps dying); a child that exits on purpose (``--max-jobs-per-process``,
+too many stuck slots) is replaced at once. SIGTERM/SIGINT are forwarded so
+every child drains; a second signal kills them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from types import FrameType
+
+__all__ = ["Supervisor"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+RESTART_BACKOFF_MAX_S = 10.0
+EXIT_RECYCLE = 3
+"""Exit code of a child that stopped on purpose and wants a replacement."""
+
+
+class Supervisor:
+    """Keep ``processes`` children of ``child_argv`` alive until told to stop."""
+
+    def __init__(self, child_argv: Sequence[str], processes: int, grace_s: float) -> None:
+        self.child_argv = list(child_argv)
+        self.processes = processes
+        self.grace_s = grace_s
+        self.children: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopping = False
+        self._signals = 0
+        self._failures = 0
+
+    def run(self) -> int:
+        """Start the children and keep them alive; returns when they all ended."""
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        for slot in range(self.processes):
+            self._start(slot)
+        while self.children:
+            for slot, child in list(self.children.items()):
+                code = child.poll()
+                if code is None:
+                    continue
+                del self.children[slot]
+                if self._stopping:
+                    continue
+                if code == EXIT_RECYCLE:
+                    logger.info("jobs.supervisor.recycled", extra={"pid": child.pid})
+                    self._failures = 0
+                else:
+                    self._failures += 1
+                    logger.error(
+                        "jobs.supervisor.child-died", extra={"pid": child.pid, "code": code}
+                    )
+                    time.sleep(min(RESTART_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 6)))
+                if not self._stopping:
+                    self._start(slot)
+            time.sleep(0.1)
+        return 0
+
+    def _start(self, slot: int) -> None:
+        env = {**os.environ, "ULTIMATE_JOBS_CHILD": str(slot)}
+        child = subprocess.Popen([sys.executable, *self.child_argv], env=env)
+        self.children[slot] = child
+        logger.info("jobs.supervisor.started-child", extra={"pid": child.pid, "slot": slot})
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        self._stopping = True
+        forward = signal.SIGTERM if self._signals == 1 else signal.SIGKILL
+        for child in self.children.values():
+            try:
+                child.send_signal(forward)
+            except ProcessLookupError:
+                pass
