@@ -62,9 +62,7 @@ class ManualClock:
         """Return the frozen instant, which statements use instead of now()."""
         return self.now()
 
-    def advance(
-        self, delta: timedelta | None = None, **kwargs: float
-    ) -> datetime:
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
         """Move the clock forward by ``delta`` or ``timedelta(**kwargs)``."""
         step = delta if delta is not None else timedelta(**kwargs)
         if step < timedelta(0):

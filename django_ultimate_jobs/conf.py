@@ -78,7 +78,9 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     for key, attr in _DURATION_KEYS.items():
         if key in raw:
             try:
-                values[attr] = parse_duration_ms(raw[key], what=f"ULTIMATE_JOBS[{key!r}]")
+                values[attr] = parse_duration_ms(
+                    raw[key], what=f"ULTIMATE_JOBS[{key!r}]"
+                )
             except DurationInvalid as error:
                 raise SettingsInvalid(error.cause) from error
     for key, attr in _COUNT_KEYS.items():

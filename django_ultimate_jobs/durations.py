@@ -41,7 +41,10 @@ def parse_duration_ms(
     if isinstance(value, timedelta):
         ms = value.total_seconds() * 1000
     elif isinstance(value, int | float):
-        ms = float(value)
+        try:
+            ms = float(value)
+        except OverflowError:
+            raise DurationInvalid(f"{what} is out of range") from None
     elif isinstance(value, str):
         match = _DURATION.match(value)
         if match is None:
@@ -51,7 +54,9 @@ def parse_duration_ms(
         ms = float(match.group(1)) * _UNIT_MS[match.group(2)]
     else:
         raise DurationInvalid(f"{what} must be a duration, not {type(value).__name__}")
-    if not math.isfinite(ms) or ms < 0 or (ms == 0 and not allow_zero):
+    whole = round(ms) if math.isfinite(ms) else 0
+    # A positive value that rounds to 0 ms would read as "no ceiling": refuse.
+    if not math.isfinite(ms) or ms < 0 or (whole == 0 and not allow_zero):
         bound = "zero or more" if allow_zero else "more than zero"
         raise DurationInvalid(f"{what} must be finite and {bound}, got {value!r}")
-    return round(ms)
+    return whole

@@ -228,7 +228,6 @@ register_error_code("X_TIMEOUT", RetryClass.RETRYABLE)
 # -- Declaration and enqueue refusals ----------------------------------------
 
 
-
 class JobDeclarationInvalid(JobsError):
     """A ``@job(...)`` declaration is invalid (raised at import)."""
 
@@ -249,7 +248,9 @@ class JobInputInvalid(JobsError):
 
     code = "X_JOB_INPUT_INVALID"
     retry_class = RetryClass.TERMINAL
-    default_fix = "pass JSON-safe keyword arguments matching the job function's signature"
+    default_fix = (
+        "pass JSON-safe keyword arguments matching the job function's signature"
+    )
 
 
 class JobUnknown(JobsError):
@@ -257,7 +258,9 @@ class JobUnknown(JobsError):
 
     code = "X_JOB_UNKNOWN"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "check the name, and that the app's jobs.py is imported (INSTALLED_APPS)"
+    default_fix = (
+        "check the name, and that the app's jobs.py is imported (INSTALLED_APPS)"
+    )
 
 
 class DriverUnavailable(JobsError):
@@ -273,7 +276,9 @@ class SettingsInvalid(JobsError):
 
     code = "X_SETTINGS_INVALID"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "correct ULTIMATE_JOBS in settings.py (see docs/reference/settings.md)"
+    default_fix = (
+        "correct ULTIMATE_JOBS in settings.py (see docs/reference/settings.md)"
+    )
 
 
 class DurationInvalid(JobsError):
@@ -283,8 +288,8 @@ class DurationInvalid(JobsError):
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = 'write durations as "500ms", "30s", "5m", "2h", "3d", an int of ms, or a timedelta'
 
-# -- Driver contract ---------------------------------------------------------
 
+# -- Driver contract ---------------------------------------------------------
 
 
 class ClaimQueuesEmpty(JobsError):
@@ -350,8 +355,8 @@ class JobNotRemovable(JobsError):
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = "cancel the job first, then remove it"
 
-# -- Raised inside attempts ---------------------------------------------------
 
+# -- Raised inside attempts ---------------------------------------------------
 
 
 class JobTimeout(JobsError):
@@ -391,7 +396,9 @@ class JobOnSettledFailed(JobsError):
 
     code = "X_JOB_ON_SETTLED_FAILED"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "make on_settled idempotent and fast; record reliable effects in a step"
+    default_fix = (
+        "make on_settled idempotent and fast; record reliable effects in a step"
+    )
 
 
 class JobKeyBusy(JobsError):

@@ -30,7 +30,7 @@ from .validation import (
     input_shape,
 )
 
-__all__ = ["Concurrency", "Enqueued", "EnqueueOptions", "JobHandle", "job"]
+__all__ = ["Concurrency", "EnqueueOptions", "Enqueued", "JobHandle", "job"]
 
 R = TypeVar("R")
 MAX_NAME_LENGTH = 200
@@ -196,7 +196,10 @@ class JobHandle(Generic[R]):
             "step_timeout_ms": self.step_timeout_ms,
             "concurrency": None
             if self.concurrency is None
-            else {"limit": self.concurrency.limit, "when_busy": self.concurrency.when_busy},
+            else {
+                "limit": self.concurrency.limit,
+                "when_busy": self.concurrency.when_busy,
+            },
             "on_settled": self.on_settled is not None,
             "async": self.is_async,
         }
@@ -232,7 +235,9 @@ class EnqueueOptions:
         """Validate options; refuse, never clamp."""
         if run_at is not None and delay is not None:
             raise _option_error("pass run_at or delay, not both")
-        if run_at is not None and (not isinstance(run_at, datetime) or run_at.tzinfo is None):
+        if run_at is not None and (
+            not isinstance(run_at, datetime) or run_at.tzinfo is None
+        ):
             raise _option_error("run_at must be a timezone-aware datetime")
         delay_ms = 0
         if delay is not None:
@@ -249,7 +254,9 @@ class EnqueueOptions:
         if tenant_id is not None:
             tenant_id = _checked_text("enqueue", "tenant_id", tenant_id)
         if idempotency_key is not None:
-            idempotency_key = _checked_text("enqueue", "idempotency_key", idempotency_key)
+            idempotency_key = _checked_text(
+                "enqueue", "idempotency_key", idempotency_key
+            )
         if outbox is not None and not isinstance(outbox, bool):
             raise _option_error("outbox must be True, False or None")
         return cls(
@@ -288,7 +295,8 @@ class BoundEnqueue:
             name=handle.name,
             input=given,
             queue=options.queue or handle.queue,
-            idempotency_key=options.idempotency_key or handle.idempotency_key_for(given),
+            idempotency_key=options.idempotency_key
+            or handle.idempotency_key_for(given),
             max_attempts=handle.retry.attempts,
             priority=handle.priority if options.priority is None else options.priority,
             run_at=options.run_at,
@@ -355,7 +363,11 @@ def job(
     """
 
     def declare(function: Callable[..., R]) -> JobHandle[R]:
-        job_name = name if name is not None else f"{function.__module__}.{function.__qualname__}"
+        job_name = (
+            name
+            if name is not None
+            else f"{function.__module__}.{function.__qualname__}"
+        )
         problems: list[str] = []
 
         def refuse(message: str) -> JobsError:
@@ -369,7 +381,9 @@ def job(
         if not isinstance(policy, Retry):
             problems.append("retry must be a Retry(...)")
         timeout_ms = _collect(problems, lambda: _ceiling("timeout", timeout))
-        step_timeout_ms = _collect(problems, lambda: _ceiling("step_timeout", step_timeout))
+        step_timeout_ms = _collect(
+            problems, lambda: _ceiling("step_timeout", step_timeout)
+        )
         for option, value in (
             ("idempotency_key", idempotency_key),
             ("tenant", tenant),
@@ -432,7 +446,11 @@ def _check_name(what: str, value: Any, error: Callable[[str], JobsError]) -> Non
 
 
 def _check_priority(value: Any, error: Callable[[str], JobsError]) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value not in PRIORITY_RANGE:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or value not in PRIORITY_RANGE
+    ):
         raise error(f"priority must be a whole number from -100 to 100, got {value!r}")
 
 
@@ -470,7 +488,10 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
 
 
 def _call_deriver(
-    job_name: str, what: str, deriver: Callable[[Mapping[str, Any]], Any], given: Mapping[str, Any]
+    job_name: str,
+    what: str,
+    deriver: Callable[[Mapping[str, Any]], Any],
+    given: Mapping[str, Any],
 ) -> Any:
     try:
         return deriver(given)
@@ -502,8 +523,9 @@ def _actor_id(actor: Any) -> str | None:
         return actor
     pk = getattr(actor, "pk", None)
     if pk is None:
-        raise _option_error("actor must be a saved user (or any object with pk) or a string")
+        raise _option_error(
+            "actor must be a saved user (or any object with pk) or a string"
+        )
     # __class__, not type(): request.user is a lazy wrapper that passes
     # __class__ through to the real user.
     return f"{actor.__class__.__name__.lower()}:{pk}"
-

@@ -106,7 +106,10 @@ class Job(models.Model):
             # so claims and settles never write to it. (Keyset listing uses
             # the primary key: ids are UUIDv7, ordered by creation time.)
             models.Index(
-                "queue", "created_at", name="uj_job_wake_slot_idx", condition=Q(state="ready")
+                "queue",
+                "created_at",
+                name="uj_job_wake_slot_idx",
+                condition=Q(state="ready"),
             ),
             # Retention sweeps: done rows are kept shorter than the others.
             models.Index(

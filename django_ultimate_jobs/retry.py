@@ -14,9 +14,21 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .durations import DurationInput, parse_duration_ms
-from .errors import JobDeclarationInvalid, RetryClass, code_of, retry_class_of
+from .errors import (
+    DurationInvalid,
+    JobDeclarationInvalid,
+    RetryClass,
+    code_of,
+    retry_class_of,
+)
 
-__all__ = ["Retry", "RetryDecision", "backoff_delay_ms", "decide_retry", "retry_schedule_ms"]
+__all__ = [
+    "Retry",
+    "RetryDecision",
+    "backoff_delay_ms",
+    "decide_retry",
+    "retry_schedule_ms",
+]
 
 Backoff = Literal["exponential", "linear", "fixed"]
 Jitter = Literal["equal", "full", "none"]
@@ -28,7 +40,7 @@ class Retry:
 
     Args:
         attempts: total attempts including the first (1 = never retried).
-        backoff: ``"exponential"`` (delay × 2^(n−1)), ``"linear"`` (delay × n)
+        backoff: ``"exponential"`` (delay * 2**(n-1)), ``"linear"`` (delay * n)
             or ``"fixed"``.
         delay: the base delay.
         max_delay: the cap for any single delay (and for stated delays).
@@ -65,8 +77,11 @@ class Retry:
                 f"Retry(jitter=...) must be equal, full or none, not {self.jitter!r}"
             )
         # Parse now so a bad duration fails at import, not at the first retry.
-        self.delay_ms  # noqa: B018
-        self.max_delay_ms  # noqa: B018
+        try:
+            self.delay_ms  # noqa: B018
+            self.max_delay_ms  # noqa: B018
+        except DurationInvalid as error:
+            raise JobDeclarationInvalid(error.cause, fix=error.fix) from None
 
     @property
     def delay_ms(self) -> int:
@@ -80,7 +95,11 @@ class Retry:
 
 
 def backoff_delay_ms(
-    policy: Retry, attempt: int, *, jitter: bool = True, rng: random.Random | None = None
+    policy: Retry,
+    attempt: int,
+    *,
+    jitter: bool = True,
+    rng: random.Random | None = None,
 ) -> int:
     """Return the wait after failed attempt ``attempt`` (1-based)."""
     n = max(1, attempt)
@@ -118,7 +137,11 @@ class RetryDecision:
 
 
 def decide_retry(
-    policy: Retry, attempt: int, error: BaseException, *, rng: random.Random | None = None
+    policy: Retry,
+    attempt: int,
+    error: BaseException,
+    *,
+    rng: random.Random | None = None,
 ) -> RetryDecision:
     """Classify ``error`` after attempt ``attempt`` and decide the next step.
 
@@ -128,7 +151,7 @@ def decide_retry(
     code = code_of(error)
     klass = retry_class_of(code)
     meta = getattr(error, "meta", None) or {}
-    stated = meta.get("retry_after_seconds") if isinstance(meta, dict) else None
+    stated = _stated_seconds(meta)
     if code == "X_RATE_LIMITED":
         wait = (
             round(float(stated) * 1000)
@@ -145,3 +168,17 @@ def decide_retry(
         wait = min(round(float(stated) * 1000), policy.max_delay_ms)
         return RetryDecision(True, wait)
     return RetryDecision(True, backoff_delay_ms(policy, attempt, rng=rng))
+
+
+def _stated_seconds(meta: object) -> float | None:
+    """A usable stated delay, or None: a non-finite or negative one is ignored."""
+    if not isinstance(meta, dict):
+        return None
+    value = meta.get("retry_after_seconds")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

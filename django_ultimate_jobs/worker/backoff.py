@@ -17,7 +17,9 @@ MIN_STEP_S = 0.025
 class IdleBackoff:
     """How long to wait before the next claim pass."""
 
-    def __init__(self, floor_s: float, ceiling_s: float, woken_ceiling_s: float) -> None:
+    def __init__(
+        self, floor_s: float, ceiling_s: float, woken_ceiling_s: float
+    ) -> None:
         self.floor_s = floor_s
         self.ceiling_s = max(ceiling_s, floor_s)
         self.woken_ceiling_s = max(woken_ceiling_s, floor_s)
@@ -37,5 +39,7 @@ class IdleBackoff:
             if self._current <= 0:
                 self._current = self.floor_s
             else:
-                self._current = min(max(self._current * 2, self._current + MIN_STEP_S), ceiling)
+                self._current = min(
+                    max(self._current * 2, self._current + MIN_STEP_S), ceiling
+                )
             return self._current

@@ -50,7 +50,9 @@ class WorkerConfig:
         if self.max_jobs is not None:
             _require_count("max_jobs", self.max_jobs)
         if self.heartbeat_ms >= self.visibility_ms:
-            raise SettingsInvalid("the heartbeat must be shorter than the visibility timeout")
+            raise SettingsInvalid(
+                "the heartbeat must be shorter than the visibility timeout"
+            )
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> WorkerConfig:
@@ -82,4 +84,6 @@ def _require_count(name: str, value: Any) -> None:
         or value != int(value)
         or value < 1
     ):
-        raise SettingsInvalid(f"worker option {name} must be a whole number >= 1, got {value!r}")
+        raise SettingsInvalid(
+            f"worker option {name} must be a whole number >= 1, got {value!r}"
+        )

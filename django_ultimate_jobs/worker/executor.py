@@ -159,7 +159,7 @@ def run_attempt(
             result = _run_async(handle, ctx, claimed.input, attempt.token, loop)
         else:
             result = handle.func(ctx, **claimed.input)
-    except BaseException as raised:  # noqa: BLE001 - every failure is recorded
+    except BaseException as raised:
         if isinstance(raised, KeyboardInterrupt | SystemExit):
             raise
         error = raised
@@ -191,13 +191,18 @@ def settle_for(
             counts_as_attempt=False,
             duration_ms=duration,
         )
-        return Execution(claimed, "interrupted", duration, handle, nack=nack, error=reason)
+        return Execution(
+            claimed, "interrupted", duration, handle, nack=nack, error=reason
+        )
     if error is None and reason is not None:
         # The body returned after its deadline passed: still a timeout.
         error = reason
     if error is None:
         ack = AckRequest(
-            job_id=claimed.id, identity=claimed.identity, duration_ms=duration, result=result
+            job_id=claimed.id,
+            identity=claimed.identity,
+            duration_ms=duration,
+            result=result,
         )
         return Execution(claimed, "completed", duration, handle, ack=ack, result=result)
     if isinstance(error, Aborted) and reason is not None:
@@ -237,7 +242,13 @@ def _failure(attempt: Attempt, error: BaseException, duration: int) -> Execution
     )
     outcome: Outcome = "dead-lettered" if dead else "dropped"
     return Execution(
-        claimed, outcome, duration, handle, nack=nack, error=error, stop=decision.stopped_by
+        claimed,
+        outcome,
+        duration,
+        handle,
+        nack=nack,
+        error=error,
+        stop=decision.stopped_by,
     )
 
 
@@ -298,7 +309,8 @@ def _run_async(
 def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
     reason = attempt.token.reason
     stopped_by_cancel = error is not None and (
-        error is reason or code_of(error) in ("X_ABORTED", reason.code if reason else None)
+        error is reason
+        or code_of(error) in ("X_ABORTED", reason.code if reason else None)
     )
     if reason is not None and reason.code == "X_JOB_TIMEOUT" and not stopped_by_cancel:
         logger.warning(
@@ -309,4 +321,3 @@ def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
                 "ended": "rejected" if error is not None else "resolved",
             },
         )
-

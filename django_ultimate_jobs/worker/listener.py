@@ -35,8 +35,15 @@ RETRY_BASE_S = 1.0
 RETRY_MAX_S = 30.0
 # Keys Django adds for its own connection handling; psycopg.connect() takes
 # none of them.
-_DJANGO_ONLY = ("context", "cursor_factory", "prepare_threshold", "server_side_binding",
-                "isolation_level", "assume_role", "pool")
+_DJANGO_ONLY = (
+    "context",
+    "cursor_factory",
+    "prepare_threshold",
+    "server_side_binding",
+    "isolation_level",
+    "assume_role",
+    "pool",
+)
 
 
 def listen_conninfo(using: str) -> dict[str, Any]:
@@ -72,7 +79,9 @@ class WakeListener:
 
     def start(self) -> None:
         """Start listening in a daemon thread."""
-        self._thread = threading.Thread(target=self._main, name="uj-listener", daemon=True)
+        self._thread = threading.Thread(
+            target=self._main, name="uj-listener", daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

@@ -36,6 +36,7 @@ from ..context import CancellationToken
 from ..drivers import get_driver
 from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
 from ..errors import Draining, JobLeaseLost, JobTimeout
+from ..faults import AFTER_CLAIM_COMMIT, BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job, registered_jobs
 from ..signals import job_started
 from ..wake import wake_hub
@@ -75,7 +76,9 @@ class Worker:
         self.state = "idle"
         self.drain_token = CancellationToken()
         self.backoff = IdleBackoff(
-            config.poll_ms / 1000, config.idle_max_ms / 1000, config.woken_idle_max_ms / 1000
+            config.poll_ms / 1000,
+            config.idle_max_ms / 1000,
+            config.woken_idle_max_ms / 1000,
         )
         self.processed = 0
         self.counts: dict[str, int] = {}
@@ -144,20 +147,28 @@ class Worker:
             self._finish()
         return 0
 
-    def request_stop(self, deadline_s: float | None = None, reason: str = "signal") -> None:
+    def request_stop(
+        self, deadline_s: float | None = None, reason: str = "signal"
+    ) -> None:
         """Stop claiming now; running jobs get until the deadline (drain)."""
         with self._lock:
             if self.state in ("draining", "stopped"):
                 return
             self.state = "draining"
             self.exit_reason = reason
-            budget = self.config.shutdown_deadline_ms / 1000 if deadline_s is None else deadline_s
+            budget = (
+                self.config.shutdown_deadline_ms / 1000
+                if deadline_s is None
+                else deadline_s
+            )
             now = time.monotonic()
             margin = min(DRAIN_CANCEL_MARGIN_S, budget / 2)
             self._deadline_at = now + budget
             self._cutoff_at = self._deadline_at - margin
             self._handback_at = self._deadline_at - margin / 2
-        logger.info("jobs.worker.draining", extra={"worker_id": self.id, "deadline_s": budget})
+        logger.info(
+            "jobs.worker.draining", extra={"worker_id": self.id, "deadline_s": budget}
+        )
         self._wake.set()
 
     def held_count(self) -> int:
@@ -170,7 +181,9 @@ class Worker:
         # never wait on a claim round trip; a claim waits until at least
         # half a batch is free rather than paying a round trip for one row.
         capacity = self.config.concurrency + self.config.claim_batch
-        worth_claiming = max(1, min(self.config.claim_batch // 2, self.config.concurrency))
+        worth_claiming = max(
+            1, min(self.config.claim_batch // 2, self.config.concurrency)
+        )
         while self.state == "running":
             held = self.held_count()
             free = capacity - held - self._stuck
@@ -181,7 +194,9 @@ class Worker:
             try:
                 claimed, buried = self._claim(min(free, self.config.claim_batch))
             except Exception:
-                logger.exception("jobs.worker.tick-failed", extra={"worker_id": self.id})
+                logger.exception(
+                    "jobs.worker.tick-failed", extra={"worker_id": self.id}
+                )
                 self._wake.wait(self.config.poll_ms / 1000)
                 continue
             if buried:
@@ -215,6 +230,8 @@ class Worker:
                 registry_ttl_ms=registry_ttl,
             )
         )
+        if result.claimed:
+            fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
         with self._lock:
             for claimed in result.claimed:
@@ -316,6 +333,7 @@ class Worker:
                         stop = True
                         break
                     batch.append(item)
+                fault_point(BEFORE_OUTCOME_WRITE)
                 try:
                     self._settler.settle(batch)
                 except Exception:
@@ -333,7 +351,10 @@ class Worker:
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
             if execution.outcome != "suspended" or execution.handle is not None:
                 self.processed += 1
-            reached = self.config.max_jobs is not None and self.processed >= self.config.max_jobs
+            reached = (
+                self.config.max_jobs is not None
+                and self.processed >= self.config.max_jobs
+            )
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
         self._wake.set()
@@ -383,7 +404,9 @@ class Worker:
             extra={"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)},
         )
         attempt.token.cancel(
-            JobLeaseLost("this worker no longer holds the job (cancelled or re-claimed)")
+            JobLeaseLost(
+                "this worker no longer holds the job (cancelled or re-claimed)"
+            )
         )
 
     def _announce(self, busy: bool) -> None:
@@ -426,7 +449,9 @@ class Worker:
             ]
         for attempt in due:
             timeout_ms = attempt.handle.timeout_ms if attempt.handle else None
-            reason = JobTimeout(f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms")
+            reason = JobTimeout(
+                f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms"
+            )
             # Cancel first, then settle: the settle makes the job claimable
             # elsewhere, and a body still running must already be told to stop.
             attempt.token.cancel(reason)
@@ -437,7 +462,9 @@ class Worker:
                     stuck = self._stuck
                 self._settles.put(settle_for(attempt, error=reason))
                 if stuck > self.config.stuck_slots_max and self.state == "running":
-                    logger.error("jobs.worker.too-many-stuck-slots", extra={"stuck": stuck})
+                    logger.error(
+                        "jobs.worker.too-many-stuck-slots", extra={"stuck": stuck}
+                    )
                     self.request_stop(reason="stuck-slots")
 
     def _drain_step(self, now: float) -> None:
@@ -508,7 +535,9 @@ class Worker:
             except Exception:
                 logger.warning("jobs.worker.forget-failed", exc_info=True)
         self.state = "stopped"
-        logger.info("jobs.worker.stopped", extra={"worker_id": self.id, "counts": self.counts})
+        logger.info(
+            "jobs.worker.stopped", extra={"worker_id": self.id, "counts": self.counts}
+        )
 
     def _deadline_timer(self, attempt: Attempt) -> threading.Timer | None:
         if attempt.deadline is None:
@@ -517,7 +546,11 @@ class Worker:
         timer = threading.Timer(
             max(0.0, attempt.deadline - time.monotonic()),
             attempt.token.cancel,
-            args=(JobTimeout(f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms"),),
+            args=(
+                JobTimeout(
+                    f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms"
+                ),
+            ),
         )
         timer.daemon = True
         timer.start()
@@ -530,4 +563,3 @@ def _reset_broken_connections() -> None:
     for connection in connections.all(initialized_only=True):
         if connection.errors_occurred:
             connection.close_if_unusable_or_obsolete()
-

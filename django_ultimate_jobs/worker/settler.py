@@ -21,7 +21,7 @@ from ..registry import get_job
 from ..signals import job_finished
 from .executor import Execution
 
-__all__ = ["ON_SETTLED_ATTEMPTS", "Settler", "SettledHook"]
+__all__ = ["ON_SETTLED_ATTEMPTS", "SettledHook", "Settler"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -31,7 +31,16 @@ ON_SETTLED_ATTEMPTS = 3
 class SettledHook:
     """What ``on_settled`` receives: how one run ended."""
 
-    __slots__ = ("attempt", "code", "error", "input", "job_id", "outcome", "result", "run_id")
+    __slots__ = (
+        "attempt",
+        "code",
+        "error",
+        "input",
+        "job_id",
+        "outcome",
+        "result",
+        "run_id",
+    )
 
     def __init__(
         self,
@@ -72,9 +81,13 @@ class Settler:
         acks = [e for e in executions if e.ack is not None]
         if acks:
             try:
-                landed = self.driver.ack_many([e.ack for e in acks if e.ack is not None])
+                landed = self.driver.ack_many(
+                    [e.ack for e in acks if e.ack is not None]
+                )
             except Exception:
-                logger.exception("jobs.worker.settle-failed", extra={"count": len(acks)})
+                logger.exception(
+                    "jobs.worker.settle-failed", extra={"count": len(acks)}
+                )
                 landed = [False] * len(acks)
             for execution, ok in zip(acks, landed, strict=True):
                 execution.landed = ok
@@ -84,7 +97,8 @@ class Settler:
                     execution.landed = self.driver.nack(execution.nack)
                 except Exception:
                     logger.exception(
-                        "jobs.worker.settle-failed", extra={"job_id": str(execution.claimed.id)}
+                        "jobs.worker.settle-failed",
+                        extra={"job_id": str(execution.claimed.id)},
                     )
                     execution.landed = False
             elif execution.ack is None:
@@ -152,7 +166,11 @@ class Settler:
         for row in rows:
             logger.error(
                 "jobs.claim.exhausted",
-                extra={"job": row.name, "job_id": str(row.id), "state": row.state.value},
+                extra={
+                    "job": row.name,
+                    "job_id": str(row.id),
+                    "state": row.state.value,
+                },
             )
             handle = get_job(row.name)
             if handle is None or handle.on_settled is None:
@@ -168,13 +186,15 @@ class Settler:
             call_on_settled(handle.on_settled, hook, row.name)
 
 
-def call_on_settled(hook: Callable[[SettledHook], Any], settled: SettledHook, job: str) -> None:
+def call_on_settled(
+    hook: Callable[[SettledHook], Any], settled: SettledHook, job: str
+) -> None:
     """Run ``on_settled`` up to three times; never raise to the worker."""
     for _ in range(ON_SETTLED_ATTEMPTS):
         try:
             hook(settled)
             return
-        except Exception as error:  # noqa: BLE001 - retried, then reported
+        except Exception as error:
             last = error
     failure = JobOnSettledFailed(
         f"on_settled of {job} raised {type(last).__name__} on all {ON_SETTLED_ATTEMPTS} tries"

@@ -30,7 +30,9 @@ EXIT_RECYCLE = 3
 class Supervisor:
     """Keep ``processes`` children of ``child_argv`` alive until told to stop."""
 
-    def __init__(self, child_argv: Sequence[str], processes: int, grace_s: float) -> None:
+    def __init__(
+        self, child_argv: Sequence[str], processes: int, grace_s: float
+    ) -> None:
         self.child_argv = list(child_argv)
         self.processes = processes
         self.grace_s = grace_s
@@ -59,9 +61,12 @@ class Supervisor:
                 else:
                     self._failures += 1
                     logger.error(
-                        "jobs.supervisor.child-died", extra={"pid": child.pid, "code": code}
+                        "jobs.supervisor.child-died",
+                        extra={"pid": child.pid, "code": code},
                     )
-                    time.sleep(min(RESTART_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 6)))
+                    time.sleep(
+                        min(RESTART_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 6))
+                    )
                 if not self._stopping:
                     self._start(slot)
             time.sleep(0.1)
@@ -71,7 +76,9 @@ class Supervisor:
         env = {**os.environ, "ULTIMATE_JOBS_CHILD": str(slot)}
         child = subprocess.Popen([sys.executable, *self.child_argv], env=env)
         self.children[slot] = child
-        logger.info("jobs.supervisor.started-child", extra={"pid": child.pid, "slot": slot})
+        logger.info(
+            "jobs.supervisor.started-child", extra={"pid": child.pid, "slot": slot}
+        )
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1

@@ -32,16 +32,24 @@ class Command(BaseCommand):
         parser.add_argument("--concurrency", type=int, help="slot threads per process")
         parser.add_argument("--processes", type=int, default=1, help="worker processes")
         parser.add_argument(
-            "--burst", action="store_true", help="exit when nothing is due and nothing runs"
+            "--burst",
+            action="store_true",
+            help="exit when nothing is due and nothing runs",
         )
         parser.add_argument(
             "--max-jobs-per-process", type=int, help="recycle a process after N jobs"
         )
         parser.add_argument(
-            "--shutdown-deadline", type=float, help="seconds to drain on SIGTERM (default 25)"
+            "--shutdown-deadline",
+            type=float,
+            help="seconds to drain on SIGTERM (default 25)",
         )
-        parser.add_argument("--no-wake", action="store_true", help="poll only (no LISTEN)")
-        parser.add_argument("--no-scheduler", action="store_true", help="no cron scheduler")
+        parser.add_argument(
+            "--no-wake", action="store_true", help="poll only (no LISTEN)"
+        )
+        parser.add_argument(
+            "--no-scheduler", action="store_true", help="no cron scheduler"
+        )
         parser.add_argument("--no-relay", action="store_true", help="no outbox relay")
 
     def handle(self, *args: Any, **options: Any) -> None:

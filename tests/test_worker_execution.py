@@ -1,0 +1,427 @@
+"""The executor's outcomes, through the real worker path (``run_jobs()``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import timedelta
+
+import pytest
+
+from django_ultimate_jobs import (
+    RateLimited,
+    Retry,
+    RetryAfter,
+    Terminal,
+    job,
+    job_finished,
+    job_started,
+    register_error_retry,
+)
+from django_ultimate_jobs.drivers.base import ClaimOptions
+from django_ultimate_jobs.errors import JobsError
+from django_ultimate_jobs.registry import unregister
+from django_ultimate_jobs.testing import run_jobs
+from django_ultimate_jobs.worker.config import WorkerConfig
+from django_ultimate_jobs.worker.executor import run_attempt
+from django_ultimate_jobs.worker.runner import Worker
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def declared():
+    names: list[str] = []
+
+    def declare(**options):
+        def wrap(func):
+            handle = job(name=f"t.exec.{func.__name__}", queue="exec", **options)(func)
+            names.append(handle.name)
+            return handle
+
+        return wrap
+
+    yield declare
+    for name in names:
+        unregister(name)
+
+
+def drain(driver):
+    return run_jobs(queues=["exec"], driver=driver)
+
+
+def test_a_returning_body_completes_and_stores_its_result(pg_driver, declared):
+    """A body that returns settles done, its JSON result stored on the row."""
+
+    @declared()
+    def ok(ctx, *, n: int):
+        return {"double": n * 2}
+
+    enqueued = ok.enqueue(n=21)
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "completed"
+    assert execution.landed is True
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "done"
+    assert row.attempt == 1
+    assert row.claimed_by is None and row.visible_at is None
+
+
+def test_a_failure_with_attempts_left_is_retried_later(pg_driver, declared, clock):
+    """A raise with attempts left goes back to ready, due after the backoff."""
+
+    @declared(retry=Retry(attempts=3, delay="10s", jitter="none"))
+    def flaky(ctx):
+        raise ValueError("upstream said no")
+
+    enqueued = flaky.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "retried"
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "ready"
+    assert row.run_at == clock.now() + timedelta(seconds=10)
+    assert row.last_error == "ValueError: upstream said no"
+    assert "upstream said no" in row.last_error_stack
+    assert drain(pg_driver) == []  # not due yet
+    clock.advance(seconds=10)
+    (second,) = drain(pg_driver)
+    assert second.claimed.attempt == 2
+    assert pg_driver.get(enqueued.id).run_at == clock.now() + timedelta(seconds=20)
+
+
+def test_exhausted_attempts_dead_letter_the_job(pg_driver, declared, clock):
+    """The last failed attempt parks the job as dead, once."""
+    settled = []
+
+    @declared(
+        retry=Retry(attempts=2, delay="1s", jitter="none"),
+        on_settled=settled.append,
+    )
+    def doomed(ctx):
+        raise ValueError("always")
+
+    enqueued = doomed.enqueue()
+    drain(pg_driver)
+    clock.advance(seconds=1)
+    (last,) = drain(pg_driver)
+    assert last.outcome == "dead-lettered"
+    assert last.stop == "attempts-exhausted"
+    assert pg_driver.get(enqueued.id).state == "dead"
+    assert [s.outcome for s in settled] == ["dead-lettered"]
+    assert settled[0].attempt == 2
+    clock.advance(hours=2)
+    assert drain(pg_driver) == []
+
+
+def test_dead_letter_false_settles_failed(pg_driver, declared):
+    """With dead_letter=False an exhausted job ends failed, not dead."""
+
+    @declared(retry=Retry(attempts=1, dead_letter=False))
+    def dropped(ctx):
+        raise ValueError("no")
+
+    enqueued = dropped.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dropped"
+    assert pg_driver.get(enqueued.id).state == "failed"
+
+
+def test_terminal_stops_now_without_spending_the_remaining_attempts(
+    pg_driver, declared
+):
+    """Terminal(...) dead-letters on the first attempt and says why."""
+
+    @declared(retry=Retry(attempts=5))
+    def refuses(ctx):
+        raise Terminal("card declined", code="X_CARD_DECLINED")
+
+    register_error_retry("X_CARD_DECLINED", "terminal")
+    enqueued = refuses.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dead-lettered"
+    row = pg_driver.get(enqueued.id)
+    assert row.attempt == 1
+    assert row.last_error.startswith("X_CARD_DECLINED: card declined")
+    assert "classified terminal" in row.last_error
+
+
+def test_an_app_code_registered_terminal_dead_letters_at_once(pg_driver, declared):
+    """register_error_retry() classifies an app's own exception by its code."""
+
+    class PaymentRefused(Exception):
+        code = "X_PAYMENT_REFUSED"
+
+    register_error_retry("X_PAYMENT_REFUSED", "terminal")
+
+    @declared(retry=Retry(attempts=4))
+    def pay(ctx):
+        raise PaymentRefused("insufficient funds")
+
+    enqueued = pay.enqueue()
+    drain(pg_driver)
+    assert pg_driver.get(enqueued.id).state == "dead"
+
+
+def test_retry_after_waits_the_stated_delay(pg_driver, declared, clock):
+    """RetryAfter(s) reschedules after s seconds and spends the attempt."""
+
+    @declared(retry=Retry(attempts=3, delay="1s", jitter="none"))
+    def later(ctx):
+        raise RetryAfter(120)
+
+    enqueued = later.enqueue()
+    drain(pg_driver)
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "ready"
+    assert row.attempt == 1
+    assert row.run_at == clock.now() + timedelta(seconds=120)
+
+
+def test_rate_limited_reschedules_without_spending_an_attempt(
+    pg_driver, declared, clock
+):
+    """RateLimited is "not yet": the attempt is given back, the wait is a floor."""
+
+    @declared(retry=Retry(attempts=1))
+    def limited(ctx):
+        raise RateLimited(30)
+
+    enqueued = limited.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "retried"
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "ready"
+    assert row.attempt == 0
+    assert row.run_at >= clock.now() + timedelta(seconds=30)
+
+
+def test_a_timeout_cancels_the_token_then_fails_the_attempt(pg_driver, declared):
+    """A body past its timeout sees its token set, then the attempt fails X_JOB_TIMEOUT."""
+    seen = []
+
+    @declared(timeout="200ms", retry=Retry(attempts=2, delay="1s"))
+    def slow(ctx):
+        cancelled = ctx.cancellation.wait(5)
+        seen.append((cancelled, ctx.cancellation.reason.code))
+
+    enqueued = slow.enqueue()
+    (execution,) = drain(pg_driver)
+    assert seen == [(True, "X_JOB_TIMEOUT")]
+    assert execution.outcome == "retried"
+    assert pg_driver.get(enqueued.id).last_error.startswith("X_JOB_TIMEOUT")
+
+
+def test_async_handlers_run(pg_driver, declared):
+    """An async def handler runs to completion on the worker."""
+
+    @declared()
+    async def coroutine(ctx, *, n: int):
+        await asyncio.sleep(0)
+        return n + 1
+
+    enqueued = coroutine.enqueue(n=1)
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "completed"
+    assert execution.result == 2
+    assert pg_driver.get(enqueued.id).state == "done"
+
+
+def test_progress_is_stored_before_the_settle(pg_driver, declared):
+    """The last progress report lands on the row before the job settles."""
+
+    @declared()
+    def reporting(ctx):
+        for done in range(1, 4):
+            ctx.progress(done, 3, note="x" * 500)
+
+    enqueued = reporting.enqueue()
+    drain(pg_driver)
+    progress = pg_driver.get(enqueued.id).progress
+    assert progress["done"] == 3 and progress["total"] == 3
+    assert len(progress["note"]) == 200
+
+
+def test_unknown_job_names_are_parked_without_spending_an_attempt(
+    pg_driver, declared, clock
+):
+    """A row no worker knows (deploy skew) is parked for 30 s, attempt unspent."""
+
+    @declared()
+    def vanishing(ctx):
+        return None
+
+    enqueued = vanishing.enqueue()
+    unregister(vanishing.name)
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "suspended"
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "suspended"
+    assert row.attempt == 0
+    assert row.run_at == clock.now() + timedelta(seconds=30)
+    assert "X_JOB_UNKNOWN" in row.last_error
+
+
+def test_on_settled_runs_once_after_a_landed_completion(pg_driver, declared):
+    """on_settled sees the completed outcome and the returned value itself."""
+    calls = []
+
+    @declared(on_settled=calls.append)
+    def done(ctx):
+        return {"ok": True}
+
+    done.enqueue()
+    drain(pg_driver)
+    assert [(c.outcome, c.result) for c in calls] == [("completed", {"ok": True})]
+
+
+def test_a_raising_on_settled_is_tried_three_times_and_never_fails_the_job(
+    pg_driver, declared, caplog
+):
+    """on_settled failures are logged X_JOB_ON_SETTLED_FAILED; the row stays done."""
+    tries = []
+
+    def hook(settled):
+        tries.append(settled)
+        raise RuntimeError("hook broke")
+
+    @declared(on_settled=hook)
+    def done(ctx):
+        return None
+
+    enqueued = done.enqueue()
+    drain(pg_driver)
+    assert len(tries) == 3
+    assert pg_driver.get(enqueued.id).state == "done"
+    assert any(r.msg == "jobs.on-settled.failed" for r in caplog.records)
+
+
+def test_signals_are_sent_for_start_and_finish(pg_driver, declared):
+    """job_started and job_finished fire once per attempt with the outcome."""
+    events = []
+
+    def on_started(sender, job, claimed, **kwargs):
+        events.append(("started", job.name))
+
+    def on_finished(sender, job, claimed, outcome, **kwargs):
+        events.append(("finished", outcome))
+
+    @declared()
+    def signalled(ctx):
+        return None
+
+    job_started.connect(on_started)
+    job_finished.connect(on_finished)
+    try:
+        signalled.enqueue()
+        drain(pg_driver)
+    finally:
+        job_started.disconnect(on_started)
+        job_finished.disconnect(on_finished)
+    assert events == [("started", signalled.name), ("finished", "completed")]
+
+
+def test_a_schema_that_no_longer_accepts_the_stored_input_fails_terminally(
+    pg_driver, declared
+):
+    """The input is re-validated at claim; a refusal dead-letters at once."""
+    accept = {"value": True}
+
+    def schema(given):
+        if not accept["value"]:
+            raise ValueError("no longer valid")
+
+    @declared(input_schema=schema, retry=Retry(attempts=5))
+    def strict(ctx, *, n: int):
+        return n
+
+    enqueued = strict.enqueue(n=1)
+    accept["value"] = False
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dead-lettered"
+    assert pg_driver.get(enqueued.id).last_error.startswith("X_JOB_INPUT_INVALID")
+
+
+def test_a_lost_lease_cancels_the_running_body_and_writes_nothing(
+    pg_driver, declared, clock
+):
+    """When a heartbeat no longer lands, the token is set and no settle is written."""
+    started = threading.Event()
+    release = threading.Event()
+    observed = []
+
+    @declared()
+    def held(ctx):
+        started.set()
+        release.wait(5)
+        observed.append(
+            ctx.cancellation.reason.code if ctx.cancellation.reason else None
+        )
+
+    enqueued = held.enqueue()
+    worker = Worker(
+        WorkerConfig.from_settings(queues=("exec",), concurrency=1), driver=pg_driver
+    )
+    (attempt,), _ = worker._claim(1)
+    results = []
+    body = threading.Thread(
+        target=lambda: results.append(run_attempt(attempt, pg_driver))
+    )
+    body.start()
+    assert started.wait(5)
+    # An operator cancel takes the row: the next heartbeat does not land.
+    pg_driver.cancel(enqueued.id, reason="operator")
+    landed = pg_driver.heartbeat_many(
+        [(attempt.claimed.id, attempt.claimed.identity)], visibility_ms=30_000
+    )
+    assert landed == set()
+    worker._lose(attempt)
+    release.set()
+    body.join(5)
+    (execution,) = results
+    assert observed == ["X_JOB_LEASE_LOST"]
+    assert execution.outcome == "lost"
+    assert execution.ack is None and execution.nack is None
+    assert pg_driver.get(enqueued.id).state == "cancelled"
+
+
+def test_a_settle_that_does_not_land_is_logged_not_raised(pg_driver, declared, caplog):
+    """An ack fenced out by a re-claim is reported jobs.settle.unowned."""
+
+    @declared()
+    def ok(ctx):
+        return None
+
+    enqueued = ok.enqueue()
+    worker = Worker(WorkerConfig.from_settings(queues=("exec",)), driver=pg_driver)
+    (attempt,), _ = worker._claim(1)
+    pg_driver.cancel(enqueued.id)
+    execution = run_attempt(attempt, pg_driver)
+    worker._settler.settle([execution])
+    assert execution.landed is False
+    assert any(r.msg == "jobs.settle.unowned" for r in caplog.records)
+    assert pg_driver.get(enqueued.id).state == "cancelled"
+
+
+def test_jobs_error_codes_survive_in_last_error(pg_driver, declared):
+    """A coded error's code, cause and fix are what the row records."""
+
+    @declared(retry=Retry(attempts=1))
+    def coded(ctx):
+        raise JobsError(
+            "the thing broke", code="X_THING_BROKE", fix="restart the thing"
+        )
+
+    enqueued = coded.enqueue()
+    drain(pg_driver)
+    assert pg_driver.get(enqueued.id).last_error == (
+        "X_THING_BROKE: the thing broke (fix: restart the thing)"
+    )
+
+
+def test_claim_options_refuse_empty_queues(pg_driver):
+    """A claim without queues is refused before any statement."""
+    with pytest.raises(JobsError) as caught:
+        pg_driver.claim(
+            ClaimOptions(queues=[], limit=1, worker_id="w", visibility_ms=1000)
+        )
+    assert caught.value.code == "X_JOB_CLAIM_QUEUES_EMPTY"
