@@ -41,3 +41,50 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             )
         ]
     return []
+
+
+def behind_transaction_pooler(using: str) -> bool:
+    """Best guess that ``using`` goes through a transaction-pooling proxy.
+
+    Django's documented setting for PgBouncer in transaction mode is
+    ``DISABLE_SERVER_SIDE_CURSORS``; 6432 is PgBouncer's default port.
+    """
+    entry = connections.settings[using]
+    return (
+        bool(entry.get("DISABLE_SERVER_SIDE_CURSORS"))
+        or str(entry.get("PORT")) == "6432"
+    )
+
+
+@checks.register(checks.Tags.compatibility)
+def check_pooler(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Warn when LISTEN or prepared statements meet a transaction pooler."""
+    try:
+        settings = jobs_settings()
+    except SettingsInvalid:
+        return []  # reported by check_settings
+    if settings.driver != "postgres" or settings.database not in connections.settings:
+        return []
+    if not behind_transaction_pooler(settings.database):
+        return []
+    messages: list[checks.CheckMessage] = []
+    if settings.wake:
+        messages.append(
+            checks.Warning(
+                "the jobs database looks pooled in transaction mode: LISTEN is "
+                "accepted and nothing is delivered, so workers fall back to polling",
+                hint="give workers a direct or session-pooled DATABASES entry, or set "
+                "ULTIMATE_JOBS['WAKE'] = False to say polling is intended",
+                id="ultimate_jobs.W001",
+            )
+        )
+    if settings.prepare:
+        messages.append(
+            checks.Warning(
+                "prepared statements break behind PgBouncer in transaction mode "
+                "(before PgBouncer 1.21 with max_prepared_statements)",
+                hint="set ULTIMATE_JOBS['PREPARE'] = False",
+                id="ultimate_jobs.W002",
+            )
+        )
+    return messages

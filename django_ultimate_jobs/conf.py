@@ -39,6 +39,7 @@ class JobsSettings:
     shutdown_deadline_ms: int = 25_000
     stuck_slots_max: int = 4
     wake: bool = True
+    prepare: bool = True
     unknown_job_park_ms: int = 30_000
     redact_keys: tuple[str, ...] = field(default=_DEFAULT_REDACT)
 
@@ -57,7 +58,7 @@ _COUNT_KEYS = {
     "CLAIM_BATCH": "claim_batch",
     "STUCK_SLOTS_MAX": "stuck_slots_max",
 }
-_OTHER_KEYS = {"DRIVER", "DATABASE", "QUEUES", "WAKE", "REDACT_KEYS"}
+_OTHER_KEYS = {"DRIVER", "DATABASE", "QUEUES", "WAKE", "PREPARE", "REDACT_KEYS"}
 _DRIVERS = {"postgres", "memory"}
 
 
@@ -98,6 +99,8 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
         values["queues"] = _names("QUEUES", raw["QUEUES"])
     if "WAKE" in raw:
         values["wake"] = bool(raw["WAKE"])
+    if "PREPARE" in raw:
+        values["prepare"] = bool(raw["PREPARE"])
     if "REDACT_KEYS" in raw:
         values["redact_keys"] = _names("REDACT_KEYS", raw["REDACT_KEYS"])
     if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:

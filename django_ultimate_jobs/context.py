@@ -42,7 +42,7 @@ class CancellationToken:
         self._lock = threading.Lock()
         self._event: threading.Event | None = None
         self._reason: JobsError | None = None
-        self._callbacks: list[Callable[[JobsError], None]] = []
+        self._callbacks: list[Callable[[JobsError], object]] = []
 
     def is_set(self) -> bool:
         """Whether the attempt was asked to stop."""
@@ -89,7 +89,7 @@ class CancellationToken:
                 logger.exception("jobs.cancellation.callback-failed")
         return True
 
-    def on_cancel(self, callback: Callable[[JobsError], None]) -> None:
+    def on_cancel(self, callback: Callable[[JobsError], object]) -> None:
         """Call ``callback(reason)`` when set (at once if already set)."""
         with self._lock:
             if self._reason is None:

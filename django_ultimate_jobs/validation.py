@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,9 @@ from typing import Any
 from .errors import JobDeclarationInvalid, JobInputInvalid
 
 __all__ = ["InputShape", "check_schema", "dump_input", "input_shape"]
+
+# A \u0000 escape that is not itself an escaped backslash followed by "u0000".
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,21 @@ def dump_input(job: str, given: Mapping[str, Any]) -> str:
             f"{job} input is not JSON-safe ({_kind_of(error)})",
             fix="pass ids, strings, numbers, booleans, lists and dicts "
             "(a datetime as .isoformat())",
+            meta={"job": job},
+        ) from None
+    if _ESCAPED_NUL.search(text):
+        # PostgreSQL's jsonb cannot store NUL: refuse it here, not at insert.
+        raise JobInputInvalid(
+            f"{job} input contains a NUL character, which JSON columns cannot store",
+            fix="strip NUL characters from strings before enqueueing",
+            meta={"job": job},
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise JobInputInvalid(
+            f"{job} input contains a lone surrogate, which is not valid UTF-8",
+            fix="encode strings as valid UTF-8 before enqueueing",
             meta={"job": job},
         ) from None
     if json.loads(text) != given:

@@ -26,7 +26,9 @@ def get_driver() -> JobDriver:
         else:
             from .postgres import PostgresDriver
 
-            _installed = PostgresDriver(using=configured.database)
+            _installed = PostgresDriver(
+                using=configured.database, prepare=configured.prepare
+            )
     return _installed
 
 

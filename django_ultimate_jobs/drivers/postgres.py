@@ -9,6 +9,7 @@ one round trip unless its docstring says otherwise.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -54,6 +55,9 @@ __all__ = ["PostgresDriver"]
 # between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
 _ENQUEUE_ROUNDS = 2
 _EXPLICIT_PREPARE_ONLY = 2**31 - 1
+# A JSON-escaped NUL character (an unescaped backslash, then u0000): jsonb
+# refuses it ("unsupported Unicode escape sequence").
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 MAX_WORKER_IN_FLIGHT = 100
 
 
@@ -480,7 +484,12 @@ class PostgresDriver:
 
     def rollup_counters(self) -> int:
         """Fold counter tiers; answers how many buckets moved."""
-        return int(self._rows("counter_rollup", {})[0][0])
+        # Oldest tier first, so a bucket folded into the next tier is never
+        # folded again in the same call.
+        return sum(
+            int(self._rows(name, {})[0][0])
+            for name in ("counter_drop_hours", "counter_fold_fives", "counter_fold_minutes")
+        )
 
     def close(self) -> None:
         """Nothing to release: connections belong to Django."""
@@ -505,9 +514,14 @@ def _result_json(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return _json(value)
+        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL: either
+        # would fail the whole ack (the job would re-run), so such a result
+        # is dropped like any other that is not JSON-safe.
+        text = _json(value)
+        text.encode("utf-8")
     except (TypeError, ValueError):
         return None
+    return None if _JSON_NUL.search(text) else text
 
 
 def _loads(value: Any) -> Any:

@@ -92,6 +92,7 @@ class Worker:
         self._threads: list[threading.Thread] = []
         self._keeper_stop = threading.Event()
         self._registry_due = True
+        self._announced = False
         self._cutoff_at: float | None = None
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
@@ -410,7 +411,7 @@ class Worker:
         )
 
     def _announce(self, busy: bool) -> None:
-        if not busy:
+        if not busy and self._announced:
             # Idle: the next claim refreshes the registry row in passing.
             self._registry_due = True
             return
@@ -421,6 +422,7 @@ class Worker:
             return
         try:
             announce(self._record(in_flight), ttl_ms=self.config.visibility_ms)
+            self._announced = True
         except Exception:
             logger.warning("jobs.worker.announce-failed", exc_info=True)
 

@@ -7,43 +7,25 @@
 -- a literal percent sign is written %%.
 
 
--- name: counter_rollup
--- Fold 1-minute counter buckets older than 24 h into 5-minute buckets, and
--- 5-minute buckets older than 7 days into 1-hour buckets; drop 1-hour
--- buckets older than 30 days. One statement per tier: delete and merge move
--- each bucket once even when two nodes fold at the same time.
+-- name: counter_fold_fives
+-- Fold 5-minute counter buckets older than 7 days into 1-hour buckets. One
+-- statement deletes and merges, so two nodes folding at once move each
+-- bucket once. Tiers fold in separate statements (hours, then fives, then
+-- minutes): in one statement a bucket could be merged into and deleted at
+-- once, which PostgreSQL leaves undefined.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
-), folded_minutes AS (
-    DELETE FROM ultimate_jobs_job_counter c
-     USING clock
-     WHERE c.bucket_ms = 60000 AND c.bucket_start < clock.now - interval '24 hours'
-    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
-), merged_minutes AS (
-    INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT job, 300000, date_bin('5 minutes', bucket_start, timestamptz '2000-01-01'),
-           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
-      FROM folded_minutes
-     GROUP BY 1, 2, 3
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
-       SET done = ultimate_jobs_job_counter.done + excluded.done,
-           retried = ultimate_jobs_job_counter.retried + excluded.retried,
-           failed = ultimate_jobs_job_counter.failed + excluded.failed,
-           dead = ultimate_jobs_job_counter.dead + excluded.dead,
-           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
-    RETURNING 1
-), folded_fives AS (
+), folded AS (
     DELETE FROM ultimate_jobs_job_counter c
      USING clock
      WHERE c.bucket_ms = 300000 AND c.bucket_start < clock.now - interval '7 days'
     RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
-), merged_fives AS (
+), merged AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
     SELECT job, 3600000, date_trunc('hour', bucket_start),
            sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
-      FROM folded_fives
+      FROM folded
      GROUP BY 1, 2, 3
     ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
@@ -52,15 +34,47 @@ WITH clock AS (
            dead = ultimate_jobs_job_counter.dead + excluded.dead,
            duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
     RETURNING 1
-), dropped_hours AS (
+)
+SELECT count(*) FROM folded;
+
+
+-- name: counter_fold_minutes
+-- Fold 1-minute counter buckets older than 24 h into 5-minute buckets (see
+-- counter_fold_fives for why each tier is its own statement).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), folded AS (
     DELETE FROM ultimate_jobs_job_counter c
      USING clock
-     WHERE c.bucket_ms = 3600000 AND c.bucket_start < clock.now - interval '30 days'
+     WHERE c.bucket_ms = 60000 AND c.bucket_start < clock.now - interval '24 hours'
+    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
+), merged AS (
+    INSERT INTO ultimate_jobs_job_counter
+           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT job, 300000, date_bin('5 minutes', bucket_start, timestamptz '2000-01-01'),
+           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
+      FROM folded
+     GROUP BY 1, 2, 3
+    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+       SET done = ultimate_jobs_job_counter.done + excluded.done,
+           retried = ultimate_jobs_job_counter.retried + excluded.retried,
+           failed = ultimate_jobs_job_counter.failed + excluded.failed,
+           dead = ultimate_jobs_job_counter.dead + excluded.dead,
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM folded_minutes)
-     + (SELECT count(*) FROM folded_fives)
-     + (SELECT count(*) FROM dropped_hours) AS moved;
+SELECT count(*) FROM folded;
+
+
+-- name: counter_drop_hours
+-- Drop 1-hour counter buckets older than 30 days.
+WITH dropped AS (
+    DELETE FROM ultimate_jobs_job_counter
+     WHERE bucket_ms = 3600000
+       AND bucket_start < coalesce(%(now)s::timestamptz, now()) - interval '30 days'
+    RETURNING 1
+)
+SELECT count(*) FROM dropped;
 
 
 -- name: job_ack_many

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
 from ...errors import JobsError
 from ...worker.config import WorkerConfig
@@ -67,6 +68,15 @@ class Command(BaseCommand):
             grace = config.shutdown_deadline_ms / 1000
             sys.exit(Supervisor([*argv, "--processes", "1"], processes, grace).run())
         worker = Worker(config)
+        if behind_transaction_pooler(jobs_settings().database) and config.wake:
+            logger.warning(
+                "jobs.wake.pooled",
+                extra={"fix": "a direct or session-pooled database URL for workers"},
+            )
+            self.stderr.write(
+                "runjobs: the jobs database looks pooled in transaction mode; "
+                "LISTEN wake-ups will not arrive and polling picks jobs up"
+            )
         listener = None
         if config.wake and jobs_settings().driver == "postgres":
             listener = WakeListener(
