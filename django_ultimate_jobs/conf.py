@@ -94,13 +94,20 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
             )
         values["driver"] = raw["DRIVER"]
     if "DATABASE" in raw:
-        values["database"] = str(raw["DATABASE"])
+        if not isinstance(raw["DATABASE"], str) or not raw["DATABASE"]:
+            raise SettingsInvalid("ULTIMATE_JOBS['DATABASE'] must be a DATABASES alias")
+        values["database"] = raw["DATABASE"]
     if "QUEUES" in raw:
         values["queues"] = _names("QUEUES", raw["QUEUES"])
-    if "WAKE" in raw:
-        values["wake"] = bool(raw["WAKE"])
-    if "PREPARE" in raw:
-        values["prepare"] = bool(raw["PREPARE"])
+        if not values["queues"]:
+            raise SettingsInvalid(
+                "ULTIMATE_JOBS['QUEUES'] must name at least one queue"
+            )
+    for key in ("WAKE", "PREPARE"):
+        if key in raw:
+            if not isinstance(raw[key], bool):
+                raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be True or False")
+            values[key.lower()] = raw[key]
     if "REDACT_KEYS" in raw:
         values["redact_keys"] = _names("REDACT_KEYS", raw["REDACT_KEYS"])
     if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:
@@ -129,7 +136,11 @@ def _count(key: str, value: Any) -> int:
 
 
 def _names(key: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not all(isinstance(v, str) and v for v in value):
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, list | tuple)
+        or not all(isinstance(v, str) and v for v in value)
+    ):
         raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be a list of names")
     return tuple(value)
 
@@ -144,7 +155,10 @@ def jobs_settings() -> JobsSettings:
 
 def _reset(*, setting: str, **kwargs: Any) -> None:
     if setting == "ULTIMATE_JOBS":
+        from .drivers import reset_driver
+
         jobs_settings.cache_clear()
+        reset_driver()
 
 
 def connect_setting_changed() -> None:

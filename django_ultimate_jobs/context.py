@@ -151,6 +151,20 @@ class JobContext:
     def __repr__(self) -> str:
         return f"<JobContext {self.name} {self.job_id} attempt={self.attempt}>"
 
+    @property
+    def worker_id(self) -> str | None:
+        """The id of the worker process running this attempt."""
+        return self._identity.worker_id if self._identity else None
+
+    @property
+    def claim(self) -> int | None:
+        """The claim ordinal of this attempt: it fences every write it makes.
+
+        Grows with every claim of the job (retries, lapsed leases, drains),
+        so an app can fence its own writes with it.
+        """
+        return self._identity.claim if self._identity else None
+
     def progress(self, done: float, total: float, note: str | None = None) -> None:
         """Report progress; stored at most once a second, the last one always.
 

@@ -321,7 +321,7 @@ class JobNotFound(JobsError):
 
     code = "X_JOB_NOT_FOUND"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs ls"
+    default_fix = "python manage.py jobs stats  (check the id: it is a UUID)"
 
 
 class JobNotRequeueable(JobsError):
@@ -406,3 +406,19 @@ class JobKeyBusy(JobsError):
 
     code = "X_JOB_KEY_BUSY"
     retry_class = RetryClass.TERMINAL
+
+
+class JobConcurrencyUnenforceable(JobsError):
+    """A registered job declares ``concurrency`` the worker cannot enforce."""
+
+    code = "X_JOB_CONCURRENCY_UNENFORCEABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "remove concurrency= from the job until fleet-wide slots ship"
+
+
+class JobIdInvalid(JobsError):
+    """An operator command was given something that is not a job id."""
+
+    code = "X_JOB_ID_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "pass the job's UUID, as shown by the admin or a log line"

@@ -311,7 +311,7 @@ class BoundEnqueue:
         request = self.request(input)
         answer = get_driver().enqueue(request)
         if job_enqueued.receivers:
-            job_enqueued.send(sender=JobHandle, job=self.handle, enqueued=answer)
+            job_enqueued.send_robust(sender=JobHandle, job=self.handle, enqueued=answer)
         return answer
 
     def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
@@ -320,7 +320,9 @@ class BoundEnqueue:
         answers = get_driver().enqueue_many(requests)
         if job_enqueued.receivers:
             for answer in answers:
-                job_enqueued.send(sender=JobHandle, job=self.handle, enqueued=answer)
+                job_enqueued.send_robust(
+                    sender=JobHandle, job=self.handle, enqueued=answer
+                )
         return answers
 
 

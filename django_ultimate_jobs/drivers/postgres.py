@@ -488,7 +488,11 @@ class PostgresDriver:
         # folded again in the same call.
         return sum(
             int(self._rows(name, {})[0][0])
-            for name in ("counter_drop_hours", "counter_fold_fives", "counter_fold_minutes")
+            for name in (
+                "counter_drop_hours",
+                "counter_fold_fives",
+                "counter_fold_minutes",
+            )
         )
 
     def close(self) -> None:

@@ -8,169 +8,293 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
-    dependencies = [
-    ]
+    dependencies = []
 
     operations = [
         migrations.CreateModel(
-            name='JobCounter',
+            name="JobCounter",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('job', models.TextField()),
-                ('bucket_ms', models.IntegerField()),
-                ('bucket_start', models.DateTimeField()),
-                ('done', models.IntegerField(db_default=0)),
-                ('retried', models.IntegerField(db_default=0)),
-                ('failed', models.IntegerField(db_default=0)),
-                ('dead', models.IntegerField(db_default=0)),
-                ('duration_ms', models.BigIntegerField(db_default=0)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("job", models.TextField()),
+                ("bucket_ms", models.IntegerField()),
+                ("bucket_start", models.DateTimeField()),
+                ("done", models.IntegerField(db_default=0)),
+                ("retried", models.IntegerField(db_default=0)),
+                ("failed", models.IntegerField(db_default=0)),
+                ("dead", models.IntegerField(db_default=0)),
+                ("duration_ms", models.BigIntegerField(db_default=0)),
             ],
             options={
-                'db_table': 'ultimate_jobs_job_counter',
+                "db_table": "ultimate_jobs_job_counter",
             },
         ),
         migrations.CreateModel(
-            name='Lease',
+            name="Lease",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('lease_key', models.TextField()),
-                ('slot', models.IntegerField(db_default=0)),
-                ('holder', models.TextField()),
-                ('fence', models.BigIntegerField()),
-                ('expires_at', models.DateTimeField()),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("lease_key", models.TextField()),
+                ("slot", models.IntegerField(db_default=0)),
+                ("holder", models.TextField()),
+                ("fence", models.BigIntegerField()),
+                ("expires_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'ultimate_jobs_lease',
+                "db_table": "ultimate_jobs_lease",
             },
         ),
         migrations.CreateModel(
-            name='QueuePause',
+            name="QueuePause",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('kind', models.TextField(choices=[('queue', 'queue'), ('task', 'task')])),
-                ('name', models.TextField()),
-                ('paused_at', models.DateTimeField()),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                (
+                    "kind",
+                    models.TextField(choices=[("queue", "queue"), ("task", "task")]),
+                ),
+                ("name", models.TextField()),
+                ("paused_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'ultimate_jobs_queue_pause',
+                "db_table": "ultimate_jobs_queue_pause",
             },
         ),
         migrations.CreateModel(
-            name='Step',
+            name="Step",
             fields=[
-                ('id', models.BigAutoField(primary_key=True, serialize=False)),
-                ('run_id', models.UUIDField()),
-                ('name', models.TextField()),
-                ('status', models.TextField()),
-                ('output', models.JSONField(blank=True, null=True)),
-                ('error', models.TextField(blank=True, null=True)),
-                ('attempts', models.IntegerField(db_default=1)),
-                ('started_at', models.DateTimeField()),
-                ('completed_at', models.DateTimeField(blank=True, null=True)),
-                ('wake_at', models.DateTimeField(blank=True, null=True)),
-                ('event', models.TextField(blank=True, null=True)),
-                ('correlation_key', models.TextField(blank=True, null=True)),
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("run_id", models.UUIDField()),
+                ("name", models.TextField()),
+                ("status", models.TextField()),
+                ("output", models.JSONField(blank=True, null=True)),
+                ("error", models.TextField(blank=True, null=True)),
+                ("attempts", models.IntegerField(db_default=1)),
+                ("started_at", models.DateTimeField()),
+                ("completed_at", models.DateTimeField(blank=True, null=True)),
+                ("wake_at", models.DateTimeField(blank=True, null=True)),
+                ("event", models.TextField(blank=True, null=True)),
+                ("correlation_key", models.TextField(blank=True, null=True)),
             ],
             options={
-                'db_table': 'ultimate_jobs_step',
+                "db_table": "ultimate_jobs_step",
             },
         ),
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.TextField(primary_key=True, serialize=False)),
-                ('host', models.TextField()),
-                ('pid', models.IntegerField()),
-                ('queues', models.JSONField(default=list)),
-                ('concurrency', models.IntegerField()),
-                ('in_flight', models.JSONField(default=list)),
-                ('started_at', models.DateTimeField()),
-                ('heartbeat_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
+                ("id", models.TextField(primary_key=True, serialize=False)),
+                ("host", models.TextField()),
+                ("pid", models.IntegerField()),
+                ("queues", models.JSONField(default=list)),
+                ("concurrency", models.IntegerField()),
+                ("in_flight", models.JSONField(default=list)),
+                ("started_at", models.DateTimeField()),
+                ("heartbeat_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'ultimate_jobs_worker',
+                "db_table": "ultimate_jobs_worker",
             },
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('id', models.UUIDField(primary_key=True, serialize=False)),
-                ('name', models.TextField()),
-                ('payload', models.JSONField(blank=True, null=True)),
-                ('correlation_key', models.TextField(blank=True, null=True)),
-                ('published_at', models.DateTimeField()),
-                ('expires_at', models.DateTimeField()),
+                ("id", models.UUIDField(primary_key=True, serialize=False)),
+                ("name", models.TextField()),
+                ("payload", models.JSONField(blank=True, null=True)),
+                ("correlation_key", models.TextField(blank=True, null=True)),
+                ("published_at", models.DateTimeField()),
+                ("expires_at", models.DateTimeField()),
             ],
             options={
-                'db_table': 'ultimate_jobs_event',
-                'indexes': [models.Index(models.F('name'), models.F('published_at'), name='uj_event_lookup_idx'), models.Index(models.F('expires_at'), name='uj_event_expiry_idx')],
+                "db_table": "ultimate_jobs_event",
+                "indexes": [
+                    models.Index(
+                        models.F("name"),
+                        models.F("published_at"),
+                        name="uj_event_lookup_idx",
+                    ),
+                    models.Index(models.F("expires_at"), name="uj_event_expiry_idx"),
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('id', models.UUIDField(primary_key=True, serialize=False)),
-                ('name', models.TextField()),
-                ('queue', models.TextField(db_default='default')),
-                ('input', models.JSONField()),
-                ('idempotency_key', models.TextField(blank=True, null=True)),
-                ('run_id', models.UUIDField()),
-                ('attempt', models.IntegerField(db_default=0)),
-                ('max_attempts', models.IntegerField(db_default=3)),
-                ('priority', models.SmallIntegerField(db_default=0)),
-                ('state', models.TextField(choices=[('ready', 'ready'), ('delayed', 'delayed'), ('running', 'running'), ('suspended', 'suspended'), ('done', 'done'), ('failed', 'failed'), ('dead', 'dead'), ('cancelled', 'cancelled')], db_default='ready')),
-                ('run_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('visible_at', models.DateTimeField(blank=True, null=True)),
-                ('claimed_by', models.TextField(blank=True, null=True)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('claims', models.IntegerField(db_default=0)),
-                ('last_error', models.TextField(blank=True, null=True)),
-                ('last_error_stack', models.TextField(blank=True, null=True)),
-                ('progress', models.JSONField(blank=True, null=True)),
-                ('result', models.JSONField(blank=True, null=True)),
-                ('tenant_id', models.TextField(blank=True, null=True)),
-                ('enqueued_by', models.TextField(blank=True, null=True)),
-                ('traceparent', models.TextField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('updated_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
+                ("id", models.UUIDField(primary_key=True, serialize=False)),
+                ("name", models.TextField()),
+                ("queue", models.TextField(db_default="default")),
+                ("input", models.JSONField()),
+                ("idempotency_key", models.TextField(blank=True, null=True)),
+                ("run_id", models.UUIDField()),
+                ("attempt", models.IntegerField(db_default=0)),
+                ("max_attempts", models.IntegerField(db_default=3)),
+                ("priority", models.SmallIntegerField(db_default=0)),
+                (
+                    "state",
+                    models.TextField(
+                        choices=[
+                            ("ready", "ready"),
+                            ("delayed", "delayed"),
+                            ("running", "running"),
+                            ("suspended", "suspended"),
+                            ("done", "done"),
+                            ("failed", "failed"),
+                            ("dead", "dead"),
+                            ("cancelled", "cancelled"),
+                        ],
+                        db_default="ready",
+                    ),
+                ),
+                (
+                    "run_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now()
+                    ),
+                ),
+                ("visible_at", models.DateTimeField(blank=True, null=True)),
+                ("claimed_by", models.TextField(blank=True, null=True)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("claims", models.IntegerField(db_default=0)),
+                ("last_error", models.TextField(blank=True, null=True)),
+                ("last_error_stack", models.TextField(blank=True, null=True)),
+                ("progress", models.JSONField(blank=True, null=True)),
+                ("result", models.JSONField(blank=True, null=True)),
+                ("tenant_id", models.TextField(blank=True, null=True)),
+                ("enqueued_by", models.TextField(blank=True, null=True)),
+                ("traceparent", models.TextField(blank=True, null=True)),
+                (
+                    "created_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now()
+                    ),
+                ),
+                (
+                    "updated_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now()
+                    ),
+                ),
             ],
             options={
-                'db_table': 'ultimate_jobs_job',
-                'permissions': [('retry_job', 'Can retry jobs'), ('cancel_job', 'Can cancel jobs'), ('promote_job', 'Can run waiting jobs now'), ('remove_job', 'Can remove jobs')],
-                'indexes': [models.Index(models.F('queue'), models.OrderBy(models.F('priority'), descending=True), models.F('run_at'), models.F('id'), condition=models.Q(('state__in', ['ready', 'delayed', 'suspended'])), name='uj_job_claim_idx'), models.Index(models.F('visible_at'), condition=models.Q(('state', 'running')), name='uj_job_lease_idx'), models.Index(models.F('queue'), models.F('created_at'), condition=models.Q(('state', 'ready')), name='uj_job_wake_slot_idx'), models.Index(models.F('updated_at'), condition=models.Q(('state', 'done')), name='uj_job_done_idx'), models.Index(models.F('updated_at'), condition=models.Q(('state__in', ['failed', 'dead', 'cancelled'])), name='uj_job_finished_idx')],
-                'constraints': [models.UniqueConstraint(models.F('name'), django.db.models.functions.comparison.Coalesce('tenant_id', models.Value('')), models.F('idempotency_key'), condition=models.Q(('state__in', ['ready', 'delayed', 'running', 'suspended']), ('idempotency_key__isnull', False)), name='uj_job_live_key_uniq'), models.CheckConstraint(condition=models.Q(('priority__gte', -100), ('priority__lte', 100)), name='uj_job_priority_range')],
+                "db_table": "ultimate_jobs_job",
+                "permissions": [
+                    ("retry_job", "Can retry jobs"),
+                    ("cancel_job", "Can cancel jobs"),
+                    ("promote_job", "Can run waiting jobs now"),
+                    ("remove_job", "Can remove jobs"),
+                ],
+                "indexes": [
+                    models.Index(
+                        models.F("queue"),
+                        models.OrderBy(models.F("priority"), descending=True),
+                        models.F("run_at"),
+                        models.F("id"),
+                        condition=models.Q(
+                            ("state__in", ["ready", "delayed", "suspended"])
+                        ),
+                        name="uj_job_claim_idx",
+                    ),
+                    models.Index(
+                        models.F("visible_at"),
+                        condition=models.Q(("state", "running")),
+                        name="uj_job_lease_idx",
+                    ),
+                    models.Index(
+                        models.F("queue"),
+                        models.F("created_at"),
+                        condition=models.Q(("state", "ready")),
+                        name="uj_job_wake_slot_idx",
+                    ),
+                    models.Index(
+                        models.F("updated_at"),
+                        condition=models.Q(("state", "done")),
+                        name="uj_job_done_idx",
+                    ),
+                    models.Index(
+                        models.F("updated_at"),
+                        condition=models.Q(
+                            ("state__in", ["failed", "dead", "cancelled"])
+                        ),
+                        name="uj_job_finished_idx",
+                    ),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        models.F("name"),
+                        django.db.models.functions.comparison.Coalesce(
+                            "tenant_id", models.Value("")
+                        ),
+                        models.F("idempotency_key"),
+                        condition=models.Q(
+                            ("state__in", ["ready", "delayed", "running", "suspended"]),
+                            ("idempotency_key__isnull", False),
+                        ),
+                        name="uj_job_live_key_uniq",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("priority__gte", -100), ("priority__lte", 100)
+                        ),
+                        name="uj_job_priority_range",
+                    ),
+                ],
             },
         ),
         pgtrigger.migrations.AddTrigger(
-            model_name='job',
-            trigger=pgtrigger.compiler.Trigger(name='uj_job_state_machine', sql=pgtrigger.compiler.UpsertTriggerSql(func="IF EXISTS (SELECT 1 FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE o.state <> n.state AND o.state || ':' || n.state <> ALL ('{ready:running,ready:cancelled,ready:delayed,delayed:running,delayed:ready,delayed:cancelled,suspended:running,suspended:ready,suspended:cancelled,running:done,running:ready,running:suspended,running:failed,running:dead,running:cancelled,done:ready,failed:ready,dead:ready,cancelled:ready}'::text[])) THEN RAISE EXCEPTION 'ultimate_jobs: invalid job state transition' USING ERRCODE = 'check_violation'; END IF; RETURN NULL;", hash='5af4b7c3bc13563e39a7ab541a572e5b16cd47c8', level='STATEMENT', operation='UPDATE', pgid='pgtrigger_uj_job_state_machine_4157f', referencing='REFERENCING OLD TABLE AS old_rows  NEW TABLE AS new_rows ', table='ultimate_jobs_job', when='AFTER')),
+            model_name="job",
+            trigger=pgtrigger.compiler.Trigger(
+                name="uj_job_state_machine",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="IF EXISTS (SELECT 1 FROM old_rows o JOIN new_rows n ON n.id = o.id WHERE o.state <> n.state AND o.state || ':' || n.state <> ALL ('{ready:running,ready:cancelled,ready:delayed,delayed:running,delayed:ready,delayed:cancelled,suspended:running,suspended:ready,suspended:cancelled,running:done,running:ready,running:suspended,running:failed,running:dead,running:cancelled,done:ready,failed:ready,dead:ready,cancelled:ready}'::text[])) THEN RAISE EXCEPTION 'ultimate_jobs: invalid job state transition' USING ERRCODE = 'check_violation'; END IF; RETURN NULL;",
+                    hash="5af4b7c3bc13563e39a7ab541a572e5b16cd47c8",
+                    level="STATEMENT",
+                    operation="UPDATE",
+                    pgid="pgtrigger_uj_job_state_machine_4157f",
+                    referencing="REFERENCING OLD TABLE AS old_rows  NEW TABLE AS new_rows ",
+                    table="ultimate_jobs_job",
+                    when="AFTER",
+                ),
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobcounter',
-            constraint=models.UniqueConstraint(models.F('job'), models.F('bucket_ms'), models.F('bucket_start'), name='uj_counter_bucket_uniq'),
+            model_name="jobcounter",
+            constraint=models.UniqueConstraint(
+                models.F("job"),
+                models.F("bucket_ms"),
+                models.F("bucket_start"),
+                name="uj_counter_bucket_uniq",
+            ),
         ),
         migrations.AddIndex(
-            model_name='lease',
-            index=models.Index(models.F('expires_at'), name='uj_lease_expiry_idx'),
+            model_name="lease",
+            index=models.Index(models.F("expires_at"), name="uj_lease_expiry_idx"),
         ),
         migrations.AddConstraint(
-            model_name='lease',
-            constraint=models.UniqueConstraint(models.F('lease_key'), models.F('slot'), name='uj_lease_key_slot_uniq'),
+            model_name="lease",
+            constraint=models.UniqueConstraint(
+                models.F("lease_key"), models.F("slot"), name="uj_lease_key_slot_uniq"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='queuepause',
-            constraint=models.UniqueConstraint(models.F('kind'), models.F('name'), name='uj_pause_kind_name_uniq'),
+            model_name="queuepause",
+            constraint=models.UniqueConstraint(
+                models.F("kind"), models.F("name"), name="uj_pause_kind_name_uniq"
+            ),
         ),
         migrations.AddIndex(
-            model_name='step',
-            index=models.Index(models.F('event'), models.F('correlation_key'), condition=models.Q(('status', 'waiting')), name='uj_step_waiting_idx'),
+            model_name="step",
+            index=models.Index(
+                models.F("event"),
+                models.F("correlation_key"),
+                condition=models.Q(("status", "waiting")),
+                name="uj_step_waiting_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='step',
-            constraint=models.UniqueConstraint(models.F('run_id'), models.F('name'), name='uj_step_run_name_uniq'),
+            model_name="step",
+            constraint=models.UniqueConstraint(
+                models.F("run_id"), models.F("name"), name="uj_step_run_name_uniq"
+            ),
         ),
     ]

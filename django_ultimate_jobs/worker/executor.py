@@ -96,12 +96,18 @@ class Attempt:
         self.started = time.monotonic()
         self.renewed = self.started
         """When a lease renewal last landed (the worker's own clock)."""
-        timeout_ms = handle.timeout_ms if handle is not None else None
-        self.deadline = None if timeout_ms is None else self.started + timeout_ms / 1000
+        self.deadline: float | None = None
         self.ctx: JobContext | None = None
         self.abandoned = False
         self._settled = False
         self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """The body starts now: its duration and its deadline count from here."""
+        self.started = time.monotonic()
+        timeout_ms = self.handle.timeout_ms if self.handle is not None else None
+        if timeout_ms is not None:
+            self.deadline = self.started + timeout_ms / 1000
 
     def take_settlement(self) -> bool:
         """Claim the right to settle this attempt (only the first caller wins)."""
@@ -141,7 +147,7 @@ def run_attempt(
         queue=claimed.queue,
         attempt=claimed.attempt,
         max_attempts=claimed.max_attempts,
-        tenant=None,
+        tenant=claimed.tenant_id,
         enqueued_by=claimed.enqueued_by,
         cancellation=attempt.token,
         identity=claimed.identity,
@@ -151,7 +157,6 @@ def run_attempt(
     error: BaseException | None = None
     result: Any = None
     try:
-        ctx.tenant = handle.tenant_for(claimed.input)
         if handle.input_schema is not None:
             _recheck_input(handle, claimed.input)
         attempt.token.raise_if_cancelled()

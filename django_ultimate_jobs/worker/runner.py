@@ -35,7 +35,7 @@ from django.db import connections
 from ..context import CancellationToken
 from ..drivers import get_driver
 from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
-from ..errors import Draining, JobLeaseLost, JobTimeout
+from ..errors import Draining, JobConcurrencyUnenforceable, JobLeaseLost, JobTimeout
 from ..faults import AFTER_CLAIM_COMMIT, BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job, registered_jobs
 from ..signals import job_started
@@ -53,6 +53,7 @@ _STOP: Any = object()
 _SETTLE_BATCH = 256
 _SETTLE_GATHER_S = 0.002
 DRAIN_CANCEL_MARGIN_S = 2.0
+COUNTER_ROLLUP_INTERVAL_S = 600.0
 
 
 def new_worker_id() -> str:
@@ -97,9 +98,19 @@ class Worker:
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
         self._settler = Settler(self.driver, on_done=self._settled)
-        self._drop_names = frozenset(
-            handle.name for handle in registered_jobs() if not handle.retry.dead_letter
-        )
+        handles = registered_jobs()
+        self._drop_names = frozenset(h.name for h in handles if not h.retry.dead_letter)
+        capped = sorted(h.name for h in handles if h.concurrency is not None)
+        if capped:
+            # A cap that is declared but not enforced would be a silent lie:
+            # refuse to start (fleet-wide slots are not built yet).
+            raise JobConcurrencyUnenforceable(
+                f"jobs declare concurrency= but this version does not enforce it: "
+                f"{', '.join(capped)}",
+                meta={"jobs": capped},
+            )
+        self._rolled_up_at = time.monotonic()
+        self._processed_at_rollup = 0
 
     # -- one pass, inline (tests) ----------------------------------------------
 
@@ -116,6 +127,7 @@ class Worker:
             if attempt.handle is None:
                 executions.append(self._park_unknown(attempt))
                 continue
+            attempt.start()
             timer = self._deadline_timer(attempt)
             try:
                 self._send_started(attempt)
@@ -264,9 +276,11 @@ class Worker:
 
     def _send_started(self, attempt: Attempt) -> None:
         if job_started.receivers and attempt.handle is not None:
-            job_started.send(
+            # send_robust: a broken receiver must not cost the job its slot.
+            answers = job_started.send_robust(
                 sender=type(attempt.handle), job=attempt.handle, claimed=attempt.claimed
             )
+            _log_receiver_errors("job_started", answers)
 
     # -- threads -----------------------------------------------------------------
 
@@ -292,6 +306,7 @@ class Worker:
                     continue
                 if attempt.handle.is_async and loop is None:
                     loop = asyncio.new_event_loop()
+                attempt.start()
                 self._send_started(attempt)
                 try:
                     execution = run_attempt(attempt, self.driver, loop=loop)
@@ -370,6 +385,7 @@ class Worker:
                 if now >= next_beat:
                     self._renew_leases()
                     next_beat = now + self.config.heartbeat_ms / 1000
+                    self._maybe_roll_up(now)
                 self._fire_deadlines(now)
                 self._drain_step(now)
                 self._keeper_stop.wait(min(0.05, max(0.0, next_beat - now)))
@@ -396,6 +412,22 @@ class Worker:
                 elif landed is not None or now - attempt.renewed >= visibility_s:
                     self._lose(attempt)
         self._announce(bool(held))
+
+    def _maybe_roll_up(self, now: float) -> None:
+        # Fold counter tiers every 10 minutes, but only after settling work:
+        # an idle worker must not spend its statement budget on it.
+        if now - self._rolled_up_at < COUNTER_ROLLUP_INTERVAL_S:
+            return
+        if self.processed == self._processed_at_rollup:
+            return
+        self._rolled_up_at, self._processed_at_rollup = now, self.processed
+        roll_up = getattr(self.driver, "rollup_counters", None)
+        if roll_up is None:
+            return
+        try:
+            roll_up()
+        except Exception:
+            logger.warning("jobs.worker.rollup-failed", exc_info=True)
 
     def _lose(self, attempt: Attempt) -> None:
         if attempt.settled:
@@ -557,6 +589,16 @@ class Worker:
         timer.daemon = True
         timer.start()
         return timer
+
+
+def _log_receiver_errors(signal_name: str, answers: list[tuple[Any, Any]]) -> None:
+    for receiver, answer in answers:
+        if isinstance(answer, Exception):
+            logger.error(
+                "jobs.signal.receiver-failed",
+                extra={"signal": signal_name, "receiver": repr(receiver)},
+                exc_info=answer,
+            )
 
 
 def _reset_broken_connections() -> None:

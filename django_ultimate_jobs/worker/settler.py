@@ -130,7 +130,7 @@ class Settler:
                 },
             )
         if job_finished.receivers and execution.handle is not None:
-            job_finished.send(
+            job_finished.send_robust(
                 sender=type(execution.handle),
                 job=execution.handle,
                 claimed=claimed,

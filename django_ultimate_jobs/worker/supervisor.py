@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from types import FrameType
@@ -23,6 +22,9 @@ __all__ = ["Supervisor"]
 logger = logging.getLogger("django_ultimate_jobs")
 
 RESTART_BACKOFF_MAX_S = 10.0
+CRASH_LOOP_LIMIT = 5
+"""Children in a row that died within CRASH_LOOP_LIFETIME_S of starting."""
+CRASH_LOOP_LIFETIME_S = 10.0
 EXIT_RECYCLE = 3
 """Exit code of a child that stopped on purpose and wants a replacement."""
 
@@ -37,6 +39,7 @@ class Supervisor:
         self.processes = processes
         self.grace_s = grace_s
         self.children: dict[int, subprocess.Popen[bytes]] = {}
+        self.started_at: dict[int, float] = {}
         self._stopping = False
         self._signals = 0
         self._failures = 0
@@ -59,11 +62,26 @@ class Supervisor:
                     logger.info("jobs.supervisor.recycled", extra={"pid": child.pid})
                     self._failures = 0
                 else:
-                    self._failures += 1
+                    lived = time.monotonic() - self.started_at.get(slot, 0.0)
+                    quick = lived < CRASH_LOOP_LIFETIME_S
+                    self._failures = self._failures + 1 if quick else 1
                     logger.error(
                         "jobs.supervisor.child-died",
-                        extra={"pid": child.pid, "code": code},
+                        extra={
+                            "pid": child.pid,
+                            "code": code,
+                            "lived_s": round(lived, 1),
+                        },
                     )
+                    if self._failures >= CRASH_LOOP_LIMIT:
+                        # Children that die at start-up will keep dying: say so
+                        # and stop, rather than restart them forever.
+                        logger.critical(
+                            "jobs.supervisor.crash-loop",
+                            extra={"failures": self._failures, "code": code},
+                        )
+                        self._stop_children()
+                        return 1
                     time.sleep(
                         min(RESTART_BACKOFF_MAX_S, 0.2 * 2 ** min(self._failures, 6))
                     )
@@ -74,11 +92,26 @@ class Supervisor:
 
     def _start(self, slot: int) -> None:
         env = {**os.environ, "ULTIMATE_JOBS_CHILD": str(slot)}
-        child = subprocess.Popen([sys.executable, *self.child_argv], env=env)
+        child = subprocess.Popen(self.child_argv, env=env)
+        self.started_at[slot] = time.monotonic()
         self.children[slot] = child
         logger.info(
             "jobs.supervisor.started-child", extra={"pid": child.pid, "slot": slot}
         )
+
+    def _stop_children(self) -> None:
+        self._stopping = True
+        for child in self.children.values():
+            try:
+                child.send_signal(signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for child in self.children.values():
+            try:
+                child.wait(timeout=self.grace_s + 5)
+            except subprocess.TimeoutExpired:
+                child.kill()
+        self.children.clear()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1

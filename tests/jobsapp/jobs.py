@@ -1,6 +1,12 @@
 """Jobs the test suite enqueues (autodiscovered like an app's jobs.py)."""
 
+import os
+import time
+
 from django_ultimate_jobs import Retry, job
+from django_ultimate_jobs.drivers import get_driver
+from django_ultimate_jobs.drivers.base import ClaimIdentity
+from django_ultimate_jobs.errors import Aborted
 
 
 @job(name="tests.noop")
@@ -17,3 +23,101 @@ def noop(ctx, **input):
 )
 def charge(ctx, *, invoice_id: int, org_id: str, amount: int = 0):
     return {"charged": invoice_id}
+
+
+# -- jobs of the acceptance tier (tests/acceptance) ---------------------------
+#
+# Each records "external" effects in the effects table (autocommit), tagged
+# with the claim that wrote them (ctx.claim, ctx.worker_id).
+
+
+def _claim_of(ctx) -> tuple[int, str]:
+    return ctx.claim, ctx.worker_id
+
+
+def _record(ctx, kind: str) -> None:
+    from tests.jobsapp.models import Effect
+
+    claims, worker = _claim_of(ctx)
+    Effect.objects.create(
+        job_id=ctx.job_id, attempt=ctx.attempt, claims=claims, worker=worker, kind=kind
+    )
+
+
+@job(name="tests.effect", retry=Retry(attempts=5, delay="100ms"))
+def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None):
+    """Record one effect, then (optionally) wait cooperatively."""
+    _record(ctx, "run")
+    if sleep_ms:
+        ctx.cancellation.wait(sleep_ms / 1000)
+        ctx.cancellation.raise_if_cancelled()
+
+
+@job(name="tests.slow", retry=Retry(attempts=3, delay="100ms"))
+def slow(ctx, *, seconds: float = 30.0, flag: str | None = None):
+    """Record a start, then wait up to ``seconds``; cooperative.
+
+    Ends early when ``flag`` (a file path) is removed; a cancellation (a
+    drain, a lost lease) is raised, so a drained run is handed back.
+    """
+    _record(ctx, "start")
+    deadline = time.monotonic() + seconds
+    while (remaining := deadline - time.monotonic()) > 0:
+        if flag is not None and not os.path.exists(flag):
+            break
+        if ctx.cancellation.wait(min(0.05, remaining)):
+            break
+    ctx.cancellation.raise_if_cancelled()
+    _record(ctx, "end")
+
+
+def _hang(ctx, flag: str, probe: bool) -> None:
+    """Record a start, then block while ``flag`` exists, ignoring cancellation.
+
+    With ``probe``, after waking: report progress, then try a FENCED write
+    (``record_progress`` with this attempt's claim identity) and write its
+    answer to ``<flag>.fence.<claim>``; the "after" effect is recorded only
+    when the fenced write landed (the attempt still owned the row).
+    """
+    _record(ctx, "start")
+    while os.path.exists(flag):
+        time.sleep(0.05)  # a job body that ignores cancellation (not a test wait)
+    if not probe:
+        return
+    claims, _worker = _claim_of(ctx)
+    try:
+        ctx.progress(1, 1, note=f"claim {claims}")
+    except Aborted:
+        pass
+    # The fenced write a stalled attempt must not land: the same statement
+    # as ctx.progress, called directly so its answer can be recorded.
+    landed = get_driver().record_progress(
+        ctx.job_id,
+        ClaimIdentity(ctx.worker_id, ctx.claim),
+        {"done": 1, "total": 1, "note": f"fenced {claims}"},
+    )
+    with open(f"{flag}.fence.{claims}", "w") as answer:
+        answer.write(str(bool(landed)))
+    if landed:
+        _record(ctx, "after")
+
+
+@job(name="tests.hang", retry=Retry(attempts=3, delay="100ms"))
+def hang(ctx, *, flag: str, probe: bool = False):
+    """Block while ``flag`` exists (for SIGKILL / SIGSTOP); 3 attempts."""
+    _hang(ctx, flag, probe)
+
+
+@job(name="tests.hang_two", retry=Retry(attempts=2, delay="100ms"))
+def hang_two(ctx, *, flag: str):
+    """Like ``tests.hang`` with 2 attempts (the final-attempt crash test)."""
+    _hang(ctx, flag, False)
+
+
+@job(name="tests.fail_once", retry=Retry(attempts=3, delay="100ms", jitter="none"))
+def fail_once(ctx, **input):
+    """Fail the first attempt, succeed afterwards."""
+    _record(ctx, "run")
+    if ctx.attempt == 1:
+        raise RuntimeError("tests.fail_once fails its first attempt")
+    return {"attempt": ctx.attempt}

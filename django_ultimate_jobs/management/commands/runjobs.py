@@ -10,6 +10,7 @@ from types import FrameType
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils.autoreload import get_child_arguments
 
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
@@ -63,7 +64,9 @@ class Command(BaseCommand):
         except JobsError as error:
             raise CommandError(error.render()) from error
         if processes > 1:
-            argv = _drop_value(sys.argv, "--processes")
+            # The autoreloader's helper rebuilds this process's command line
+            # the way Python started it (a script, or `python -m django`).
+            argv = _drop_value(get_child_arguments(), "--processes")
             argv = [a for a in argv if not a.startswith("--processes=")]
             grace = config.shutdown_deadline_ms / 1000
             sys.exit(Supervisor([*argv, "--processes", "1"], processes, grace).run())

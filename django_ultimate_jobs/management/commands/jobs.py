@@ -1,0 +1,102 @@
+"""``manage.py jobs``: look at jobs and re-drive them from a shell.
+
+Exit code 0 only when the action happened; a refusal prints the coded error
+(``X_...: cause (fix: ...)``) and exits 1. ``--json`` prints what the
+operator module answered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ... import operator
+from ...errors import JobsError
+
+
+class Command(BaseCommand):
+    """show | retry | cancel | rm | promote | pause | resume | stats | workers."""
+
+    help = "Inspect and re-drive django-ultimate-jobs jobs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """One subcommand per operator verb."""
+        parser.add_argument("--json", action="store_true", help="print JSON")
+        verbs = parser.add_subparsers(dest="verb", required=True)
+        for verb, about in (
+            ("show", "one job, with its retry schedule"),
+            ("cancel", "cancel a live job"),
+            ("rm", "remove a job that is not running"),
+            ("promote", "run a waiting job now"),
+        ):
+            verbs.add_parser(verb, help=about).add_argument("job_id")
+        retry = verbs.add_parser("retry", help="requeue a finished job")
+        retry.add_argument("job_id")
+        retry.add_argument("--from-step", help="drop this step and the later ones")
+        for verb in ("pause", "resume"):
+            verbs.add_parser(verb, help=f"{verb} a queue").add_argument("queue")
+        verbs.add_parser("stats", help="depth per queue")
+        verbs.add_parser("workers", help="live worker processes")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Run the verb; refusals become CommandError (exit 1)."""
+        verb = options["verb"]
+        actions: dict[str, Callable[[], Any]] = {
+            "show": lambda: operator.show(options["job_id"]),
+            "retry": lambda: operator.retry(
+                options["job_id"], from_step=options["from_step"]
+            ),
+            "cancel": lambda: operator.cancel(options["job_id"]),
+            "rm": lambda: operator.remove(options["job_id"]),
+            "promote": lambda: operator.promote(options["job_id"]),
+            "pause": lambda: operator.pause_queue(options["queue"]),
+            "resume": lambda: operator.resume_queue(options["queue"]),
+            "stats": operator.stats,
+            "workers": operator.workers,
+        }
+        try:
+            answer = actions[verb]()
+        except JobsError as error:
+            raise CommandError(error.render()) from error
+        if options["json"]:
+            self.stdout.write(json.dumps(answer, indent=2, sort_keys=True, default=str))
+        else:
+            self.stdout.write(_human(verb, answer))
+
+
+def _human(verb: str, answer: Any) -> str:
+    if verb in ("show", "retry", "cancel", "promote"):
+        lines = [f"{answer['name']} {answer['id']}: {answer['state']}"]
+        lines.append(
+            f"  queue={answer['queue']} attempt={answer['attempt']}/"
+            f"{answer['max_attempts']} run_at={answer['run_at']}"
+        )
+        if answer.get("last_error"):
+            lines.append(f"  last error: {answer['last_error']}")
+        if verb == "show" and answer.get("retry_delays_ms"):
+            lines.append(f"  retries left, ms: {answer['retry_delays_ms']}")
+        return "\n".join(lines)
+    if verb == "rm":
+        return f"removed {answer['id']}"
+    if verb in ("pause", "resume"):
+        names = ", ".join(p["name"] for p in answer) or "none"
+        return f"paused queues: {names}"
+    if verb == "stats":
+        rows = [
+            f"{q['queue']:<20} ready={q['ready']} delayed={q['delayed']} "
+            f"running={q['running']} suspended={q['suspended']} failed={q['failed']} "
+            f"dead={q['dead']}"
+            for q in answer["queues"]
+        ]
+        return "\n".join(rows) or "no jobs"
+    return (
+        "\n".join(
+            f"{w['id']} host={w['host']} pid={w['pid']} queues={','.join(w['queues'])} "
+            f"in_flight={len(w['in_flight'])}"
+            for w in answer
+        )
+        or "no workers"
+    )

@@ -1,0 +1,160 @@
+"""Operator verbs: the one module ``manage.py jobs`` (and later the admin) calls.
+
+Every verb validates its arguments before any statement, answers plain
+JSON-safe dicts (what ``--json`` prints), and raises a coded error when the
+action did not happen, so a caller can never mistake a refusal for success.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+from uuid import UUID
+
+from .drivers import get_driver
+from .drivers.base import JobRecord, PausedName, QueueStats, WorkerRecord
+from .errors import JobIdInvalid, JobNotFound
+from .registry import get_job
+from .retry import backoff_delay_ms
+
+__all__ = [
+    "cancel",
+    "parse_job_id",
+    "pause_queue",
+    "promote",
+    "remove",
+    "resume_queue",
+    "retry",
+    "show",
+    "stats",
+    "workers",
+]
+
+
+def parse_job_id(value: str | UUID) -> UUID:
+    """Return ``value`` as a job id, refusing anything that is not a UUID.
+
+    Raises:
+        JobIdInvalid: before any statement is issued.
+    """
+    if isinstance(value, UUID):
+        return value
+    try:
+        return UUID(str(value).strip())
+    except ValueError:
+        raise JobIdInvalid(
+            "that is not a job id (a UUID)", meta={"given": "..."}
+        ) from None
+
+
+def show(job_id: str | UUID) -> dict[str, Any]:
+    """One job: its row, and the delays left in its retry schedule.
+
+    Raises:
+        JobIdInvalid, JobNotFound.
+    """
+    record = get_driver().get(parse_job_id(job_id))
+    if record is None:
+        raise JobNotFound("no job has that id", meta={"id": str(job_id)})
+    return _job_dict(record)
+
+
+def retry(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:
+    """Requeue a finished job (``from_step`` drops that step and later ones)."""
+    return _job_dict(get_driver().requeue(parse_job_id(job_id), from_step=from_step))
+
+
+def cancel(job_id: str | UUID, *, reason: str | None = None) -> dict[str, Any]:
+    """Cancel a live job; a running one stops at its next heartbeat."""
+    return _job_dict(get_driver().cancel(parse_job_id(job_id), reason=reason))
+
+
+def promote(job_id: str | UUID) -> dict[str, Any]:
+    """Run a job waiting on its run time now."""
+    return _job_dict(get_driver().promote(parse_job_id(job_id)))
+
+
+def remove(job_id: str | UUID) -> dict[str, Any]:
+    """Delete a job that is not running, with its steps.
+
+    Raises:
+        JobIdInvalid, JobNotFound, JobNotRemovable.
+    """
+    parsed = parse_job_id(job_id)
+    if not get_driver().remove(parsed):
+        raise JobNotFound("no job has that id", meta={"id": str(parsed)})
+    return {"id": str(parsed), "removed": True}
+
+
+def pause_queue(queue: str) -> list[dict[str, Any]]:
+    """Pause a queue; answers the paused list after the write."""
+    return [_paused(p) for p in get_driver().pause_queue(_queue_name(queue))]
+
+
+def resume_queue(queue: str) -> list[dict[str, Any]]:
+    """Resume a queue; answers the paused list after the write."""
+    return [_paused(p) for p in get_driver().resume_queue(_queue_name(queue))]
+
+
+def stats() -> dict[str, Any]:
+    """Depth per queue, the totals, and the paused queues."""
+    driver = get_driver()
+    queues = [_stats(s) for s in driver.stats()]
+    totals = {
+        bucket: sum(q[bucket] for q in queues)
+        for bucket in ("ready", "delayed", "running", "suspended", "failed", "dead")
+    }
+    return {
+        "driver": driver.name,
+        "queues": queues,
+        "totals": totals,
+        "paused": [_paused(p) for p in driver.paused_queues()],
+    }
+
+
+def workers() -> list[dict[str, Any]]:
+    """Live worker processes."""
+    return [_worker(w) for w in get_driver().workers()]
+
+
+def _queue_name(queue: str) -> str:
+    from .errors import JobInputInvalid
+
+    if not isinstance(queue, str) or not queue or queue != queue.strip():
+        raise JobInputInvalid("a queue name must be a non-empty string")
+    return queue
+
+
+def _job_dict(record: JobRecord) -> dict[str, Any]:
+    data = asdict(record)
+    data["state"] = record.state.value
+    for key, value in data.items():
+        if isinstance(value, UUID):
+            data[key] = str(value)
+        elif hasattr(value, "isoformat"):
+            data[key] = value.isoformat()
+    handle = get_job(record.name)
+    data["retry_delays_ms"] = (
+        []
+        if handle is None
+        else [
+            backoff_delay_ms(handle.retry, n, jitter=False)
+            for n in range(max(record.attempt, 1), handle.retry.attempts)
+        ]
+    )
+    return data
+
+
+def _stats(entry: QueueStats) -> dict[str, Any]:
+    return asdict(entry)
+
+
+def _paused(entry: PausedName) -> dict[str, Any]:
+    return {"name": entry.name, "paused_at": entry.paused_at.isoformat()}
+
+
+def _worker(entry: WorkerRecord) -> dict[str, Any]:
+    data = asdict(entry)
+    for key in ("started_at", "heartbeat_at", "expires_at"):
+        data[key] = data[key].isoformat()
+    return data

@@ -1,0 +1,53 @@
+"""Settings of the ``runjobs`` subprocesses started by the acceptance tier.
+
+The test suite's settings, pointed at the database pytest-django created
+(``ULTIMATE_JOBS_TEST_DB_NAME``, read by the test from its own connection),
+with lease and poll timings from environment variables so crash tests run
+on short leases:
+
+- ``UJ_VISIBILITY`` (default ``30s``), ``UJ_HEARTBEAT`` (default: a third);
+- ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
+  ``200ms``); an empty value keeps the package default (the wake test);
+- ``UJ_CLAIM_BATCH`` (default: the package's).
+"""
+
+import os
+
+from tests.settings import *  # noqa: F403
+from tests.settings import DATABASES
+
+DATABASES["default"]["NAME"] = os.environ["ULTIMATE_JOBS_TEST_DB_NAME"]
+
+
+def _timings() -> dict[str, object]:
+    values: dict[str, object] = {
+        "QUEUES": ["default"],
+        "VISIBILITY_TIMEOUT": os.environ.get("UJ_VISIBILITY", "30s"),
+    }
+    optional = {
+        "HEARTBEAT_INTERVAL": os.environ.get("UJ_HEARTBEAT", ""),
+        "POLL_INTERVAL": os.environ.get("UJ_POLL", "50ms"),
+        "IDLE_POLL_MAX": os.environ.get("UJ_IDLE_POLL_MAX", "200ms"),
+    }
+    values.update({key: value for key, value in optional.items() if value})
+    if os.environ.get("UJ_CLAIM_BATCH"):
+        values["CLAIM_BATCH"] = int(os.environ["UJ_CLAIM_BATCH"])
+    return values
+
+
+ULTIMATE_JOBS = _timings()
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "extras": {
+            "()": "tests.support.logfmt.ExtrasFormatter",
+            "format": "%(asctime)s %(levelname)s %(threadName)s %(message)s",
+        }
+    },
+    "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "extras"}},
+    "loggers": {
+        "django_ultimate_jobs": {"handlers": ["stderr"], "level": "INFO"},
+    },
+}

@@ -1,0 +1,1 @@
+"""Shared test apparatus: waiting, worker subprocesses, history checkers."""

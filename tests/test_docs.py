@@ -1,0 +1,313 @@
+"""The docs tell the truth about the code.
+
+- every registered error code is in docs/reference/errors.md with its retry
+  class, and nothing else is;
+- every ULTIMATE_JOBS key is in docs/reference/settings.md, and nothing else;
+- the state diagram has exactly the transitions the trigger enforces;
+- every event name the package logs is in docs/reference/logging.md;
+- every runjobs option is in docs/reference/commands.md;
+- every fenced block in README.md and docs/**/*.md whose first line is
+  ``# example: run`` runs, against PostgreSQL with a frozen clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from django.core.management.base import BaseCommand
+
+from django_ultimate_jobs import conf, errors
+from django_ultimate_jobs.drivers import set_driver
+from django_ultimate_jobs.errors import SettingsInvalid
+from django_ultimate_jobs.registry import registered_jobs, unregister
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+DOC_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+RUN_MARK = "# example: run"
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def _read(relative: str) -> str:
+    return (ROOT / relative).read_text(encoding="utf-8")
+
+
+def _table_cells(text: str, first_cell: str) -> dict[str, list[str]]:
+    """Rows of markdown tables whose first cell is a code span matching ``first_cell``."""
+    rows: dict[str, list[str]] = {}
+    pattern = re.compile(rf"^\|\s*`({first_cell})`\s*\|(.*)$", re.MULTILINE)
+    for match in pattern.finditer(text):
+        rows[match.group(1)] = [cell.strip() for cell in match.group(2).split("|")]
+    return rows
+
+
+# -- (a) error codes ------------------------------------------------------------
+
+# A fresh interpreter, so codes that other tests register (register_error_retry
+# is process-wide) cannot leak into the list the docs must match. Every module
+# of the package is imported first: a JobsError subclass registers its code
+# when its class is defined, wherever that is.
+_CODES_SCRIPT = """
+import importlib, json, pkgutil
+import django
+django.setup()
+import django_ultimate_jobs
+for module in pkgutil.walk_packages(
+    django_ultimate_jobs.__path__, "django_ultimate_jobs."
+):
+    importlib.import_module(module.name)
+from django_ultimate_jobs.errors import registered_codes
+print(json.dumps({code: klass.value for code, klass in registered_codes().items()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def package_codes() -> dict[str, str]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", _CODES_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    assert codes, "registered_codes() answered nothing"
+    return codes
+
+
+def test_every_error_code_is_documented_with_its_retry_class(package_codes):
+    """errors.md lists exactly the registered codes, each with its retry class."""
+    rows = _table_cells(_read("docs/reference/errors.md"), r"X_[A-Z0-9_]+")
+    documented = {code: cells[0] for code, cells in rows.items()}
+    missing = sorted(set(package_codes) - set(documented))
+    stale = sorted(set(documented) - set(package_codes))
+    wrong = {
+        code: (documented[code], klass)
+        for code, klass in package_codes.items()
+        if code in documented and documented[code] != klass
+    }
+    assert not missing, f"codes missing from docs/reference/errors.md: {missing}"
+    assert not stale, f"docs/reference/errors.md lists unregistered codes: {stale}"
+    assert not wrong, f"documented retry class != registered (doc, code): {wrong}"
+
+
+def test_every_retry_class_is_explained():
+    """The retry-class table names every RetryClass value."""
+    text = _read("docs/reference/errors.md")
+    for klass in errors.RetryClass:
+        assert f"| `{klass.value}` |" in text, klass
+
+
+# -- (b) settings -------------------------------------------------------------
+
+
+def _accepted_keys() -> set[str]:
+    """Every key parse_settings accepts, from the module's own key tables."""
+    return set(conf._DURATION_KEYS) | set(conf._COUNT_KEYS) | set(conf._OTHER_KEYS)
+
+
+def _settings_table_keys() -> set[str]:
+    text = _read("docs/reference/settings.md").split("\n## ", 1)[0]
+    return set(_table_cells(text, r"[A-Z][A-Z0-9_]*"))
+
+
+def _refused_as_unknown(key: str) -> bool:
+    try:
+        conf.parse_settings({key: object()})
+    except SettingsInvalid as error:
+        return key in error.meta.get("unknown", ())
+    except Exception:  # a bad value, refused some other way: the key is known
+        return False
+    return False
+
+
+def test_key_tables_are_what_parse_settings_accepts():
+    """The key tables the docs check is derived from are the accepted keys."""
+    keys = _accepted_keys()
+    assert keys, "conf defines no keys"
+    assert not [key for key in keys if _refused_as_unknown(key)]
+    assert _refused_as_unknown("NOT_A_SETTING")
+
+
+def test_every_setting_is_documented():
+    """settings.md lists every ULTIMATE_JOBS key, and no key that does not exist."""
+    documented = _settings_table_keys()
+    missing = sorted(_accepted_keys() - documented)
+    stale = sorted(documented - _accepted_keys())
+    assert not missing, f"keys missing from docs/reference/settings.md: {missing}"
+    assert not stale, f"docs/reference/settings.md lists unknown keys: {stale}"
+
+
+# -- states, logging, commands --------------------------------------------------
+
+
+def test_state_diagram_matches_the_trigger():
+    """The mermaid diagram has exactly the transitions of models._TRANSITIONS."""
+    from django_ultimate_jobs.models import _TRANSITIONS
+
+    text = _read("docs/explanation/states.md")
+    (diagram,) = re.findall(r"^```mermaid\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+    drawn = set(re.findall(r"^\s*(\w+)\s*-->\s*(\w+)", diagram, re.MULTILINE))
+    assert drawn == set(_TRANSITIONS), (
+        f"missing: {sorted(set(_TRANSITIONS) - drawn)}; "
+        f"extra: {sorted(drawn - set(_TRANSITIONS))}"
+    )
+
+
+_LOG_CALL = re.compile(
+    r"logger\.(?:debug|info|warning|error|exception|critical)\(\s*\"(jobs\.[a-z0-9.-]+)\""
+)
+
+
+def test_every_logged_event_is_documented():
+    """logging.md lists every event name the package logs, and only those."""
+    logged = {
+        name
+        for path in (ROOT / "django_ultimate_jobs").rglob("*.py")
+        for name in _LOG_CALL.findall(path.read_text(encoding="utf-8"))
+    }
+    assert logged, "no logger calls found: has the call style changed?"
+    documented = set(
+        _table_cells(_read("docs/reference/logging.md"), r"jobs\.[a-z0-9.-]+")
+    )
+    undocumented = sorted(logged - documented)
+    never_logged = sorted(documented - logged)
+    assert not undocumented, f"missing from docs/reference/logging.md: {undocumented}"
+    assert not never_logged, f"logging.md lists events never logged: {never_logged}"
+
+
+def _long_options(parser: argparse.ArgumentParser) -> set[str]:
+    return {
+        option
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--")
+    }
+
+
+def test_every_runjobs_option_is_documented():
+    """commands.md names every option runjobs adds to Django's own."""
+    from django_ultimate_jobs.management.commands.runjobs import Command
+
+    own = _long_options(Command().create_parser("manage.py", "runjobs"))
+    own -= _long_options(BaseCommand().create_parser("manage.py", "base"))
+    assert own
+    text = _read("docs/reference/commands.md")
+    missing = sorted(option for option in own if f"`{option}" not in text)
+    assert not missing, f"runjobs options missing from commands.md: {missing}"
+
+
+# -- (c) runnable examples -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Example:
+    path: str
+    line: int
+    code: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+def _examples() -> list[Example]:
+    found = []
+    for path in DOC_FILES:
+        text = path.read_text(encoding="utf-8")
+        for match in _FENCE.finditer(text):
+            body = match.group(1)
+            if body.split("\n", 1)[0].strip() == RUN_MARK:
+                line = text.count("\n", 0, match.start(1)) + 1
+                found.append(Example(str(path.relative_to(ROOT)), line, body))
+    return found
+
+
+EXAMPLES = _examples()
+
+
+def test_run_marks_open_their_blocks():
+    """``# example: run`` only counts as a block's first line: no stray marks."""
+    marks = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in DOC_FILES
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if line.strip() == RUN_MARK
+    ]
+    assert sorted(marks) == sorted(str(example) for example in EXAMPLES)
+
+
+@pytest.mark.parametrize(
+    "path", ["README.md", "docs/tutorial.md", "docs/howto/testing.md"]
+)
+def test_key_pages_have_runnable_examples(path):
+    """The quick start, the tutorial and the testing guide are proven to run."""
+    assert any(example.path == path for example in EXAMPLES)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("example", EXAMPLES, ids=str)
+def test_runnable_example(example, pg_driver):
+    """The block runs as printed, on PostgreSQL with a frozen clock installed."""
+    before = {handle.name for handle in registered_jobs()}
+    retry_classes = dict(errors._REGISTRY)
+    # Pad so that a traceback's line numbers are the markdown file's.
+    source = "\n" * (example.line - 1) + example.code
+    namespace = {"__name__": "docs_example"}
+    try:
+        # dont_inherit: this module's `from __future__ import annotations` must
+        # not turn the example's annotations into strings (pydantic models).
+        code = compile(source, str(ROOT / example.path), "exec", dont_inherit=True)
+        exec(code, namespace)
+    finally:
+        for handle in registered_jobs():
+            if handle.name not in before:
+                unregister(handle.name)
+        errors._REGISTRY.clear()
+        errors._REGISTRY.update(retry_classes)
+        set_driver(pg_driver)
+
+
+# -- links ----------------------------------------------------------------------
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    text = _FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {_anchor(h) for h in re.findall(r"^#+ (.+)$", text, re.MULTILINE)}
+
+
+def test_relative_links_resolve():
+    """Every relative link in the docs names a file (and heading) that exists."""
+    broken = []
+    for path in DOC_FILES:
+        text = _FENCE.sub("", path.read_text(encoding="utf-8"))
+        for target in _LINK.findall(text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http(s) and mailto links are not checked
+            file_part, _, anchor = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            if not linked.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken

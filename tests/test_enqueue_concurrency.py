@@ -1,0 +1,128 @@
+"""Racing enqueues of one idempotency key, each on its own connection.
+
+Threads start together behind a barrier; Django gives each thread its own
+database connection (opened before the barrier, so the race is on the
+insert, not on connecting) and each thread closes it at its end. The
+partial unique index, not a read, decides the winner.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection
+
+from django_ultimate_jobs.drivers import set_driver
+from django_ultimate_jobs.drivers.postgres import PostgresDriver
+from django_ultimate_jobs.errors import JobDuplicate
+from django_ultimate_jobs.models import Job
+from tests.jobsapp.jobs import charge
+
+pytestmark = pytest.mark.postgres
+
+WANTED_THREADS = 100
+# Connections kept free for the suite itself (this test's main connection,
+# the test-database setup) and for whatever else uses the server meanwhile.
+RESERVED_CONNECTIONS = 15
+
+
+def racer_count() -> int:
+    """100 racers, or fewer when the server cannot hold 100 more connections.
+
+    PostgreSQL's default ``max_connections`` is 100, and each racer holds
+    one connection; below 120 the race runs with ``max_connections - 15``
+    threads (85 on a default server) rather than failing on "too many
+    clients". The connections other sessions hold right now are left free
+    as well, so a suite running beside this one cannot starve it.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW max_connections")
+        limit = int(cursor.fetchone()[0])
+        cursor.execute("SELECT count(*) FROM pg_stat_activity")
+        in_use = int(cursor.fetchone()[0])
+    count = WANTED_THREADS
+    if limit < WANTED_THREADS + 20:
+        count = min(count, limit - RESERVED_CONNECTIONS)
+    count = min(count, limit - in_use - 5)
+    assert count >= 10, f"only {count} connections free on this server; no real race"
+    return count
+
+
+@pytest.fixture
+def driver(transactional_db):
+    """The Postgres driver on the database clock, installed for the test."""
+    installed = PostgresDriver()
+    previous = set_driver(installed)
+    yield installed
+    set_driver(previous)
+
+
+def race(count: int, enqueue) -> list[object]:
+    """Run ``enqueue()`` on ``count`` threads at once; answers or errors, in order."""
+    barrier = threading.Barrier(count, timeout=60)
+    outcomes: list[object] = [None] * count
+
+    def racer(index: int) -> None:
+        try:
+            connection.ensure_connection()
+            barrier.wait()
+            outcomes[index] = enqueue()
+        except BaseException as error:  # collected, asserted by the test
+            outcomes[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=racer, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=90)
+    assert not any(thread.is_alive() for thread in threads), "a racer hung"
+    return outcomes
+
+
+def live_rows_of_the_key() -> list[Job]:
+    return list(
+        Job.objects.filter(
+            name="tests.charge",
+            tenant_id="acme",
+            idempotency_key="charge:1",
+            state__in=["ready", "delayed", "running", "suspended"],
+        )
+    )
+
+
+def test_racing_enqueues_of_one_key_make_one_job(driver):
+    """One row; one answer ``deduped=False``, the rest ``deduped=True``, one id."""
+    count = racer_count()
+    outcomes = race(count, lambda: charge.enqueue(invoice_id=1, org_id="acme"))
+
+    errors = [o for o in outcomes if isinstance(o, BaseException)]
+    assert errors == []
+    assert Counter(o.deduped for o in outcomes) == {False: 1, True: count - 1}
+    assert len({(o.id, o.run_id) for o in outcomes}) == 1
+    (row,) = live_rows_of_the_key()
+    assert row.id == outcomes[0].id
+    assert Job.objects.count() == 1
+
+
+def test_racing_enqueues_with_on_conflict_error_let_exactly_one_through(driver):
+    """One success; every other racer gets ``X_JOB_DUPLICATE`` naming the winner."""
+    count = racer_count()
+    strict = charge.using(on_conflict="error")
+    outcomes = race(count, lambda: strict.enqueue(invoice_id=1, org_id="acme"))
+
+    winners = [o for o in outcomes if not isinstance(o, BaseException)]
+    losers = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(winners) == 1 and winners[0].deduped is False
+    assert all(isinstance(o, JobDuplicate) for o in losers), {
+        type(o).__name__ for o in losers
+    }
+    assert len(losers) == count - 1
+    assert {o.code for o in losers} == {"X_JOB_DUPLICATE"}
+    assert {o.meta["holder"] for o in losers} == {str(winners[0].id)}
+    (row,) = live_rows_of_the_key()
+    assert row.id == winners[0].id
+    assert Job.objects.count() == 1

@@ -1,0 +1,82 @@
+"""``manage.py jobs``: exit 0 only when the action happened."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from django_ultimate_jobs.drivers.base import AckRequest, ClaimOptions
+from tests.jobsapp.jobs import noop
+
+pytestmark = pytest.mark.postgres
+
+
+def jobs(*args):
+    out = StringIO()
+    call_command("jobs", *args, stdout=out)
+    return out.getvalue()
+
+
+def finish(driver, job_id):
+    (claimed,) = driver.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert claimed.id == job_id
+    assert driver.ack(AckRequest(job_id=claimed.id, identity=claimed.identity))
+
+
+def test_show_prints_the_job_as_json(pg_driver):
+    """show --json answers the row, its state and retry schedule."""
+    enqueued = noop.enqueue(n=1)
+    answer = json.loads(jobs("--json", "show", str(enqueued.id)))
+    assert answer["id"] == str(enqueued.id)
+    assert answer["state"] == "ready"
+    assert answer["retry_delays_ms"] == [1000, 2000]
+
+
+def test_an_id_that_is_not_a_uuid_is_refused_before_any_statement(pg_driver):
+    """A malformed id fails with X_JOB_ID_INVALID, not a database error."""
+    with pytest.raises(CommandError, match="X_JOB_ID_INVALID"):
+        jobs("show", "not-a-uuid")
+
+
+def test_an_unknown_id_exits_non_zero(pg_driver):
+    """show and rm of an id nobody holds refuse with X_JOB_NOT_FOUND."""
+    for verb in ("show", "rm"):
+        with pytest.raises(CommandError, match="X_JOB_NOT_FOUND"):
+            jobs(verb, "01939b2c-0000-7000-8000-000000000000")
+
+
+def test_retry_requeues_a_finished_job_and_refuses_a_live_one(pg_driver):
+    """retry moves a done job back to ready; a ready job is X_JOB_NOT_REQUEUEABLE."""
+    enqueued = noop.enqueue(n=2)
+    with pytest.raises(CommandError, match="X_JOB_NOT_REQUEUEABLE"):
+        jobs("retry", str(enqueued.id))
+    finish(pg_driver, enqueued.id)
+    assert "ready" in jobs("retry", str(enqueued.id))
+    assert pg_driver.get(enqueued.id).attempt == 0
+
+
+def test_cancel_promote_and_rm(pg_driver):
+    """cancel a delayed job, promote another, remove a finished one."""
+    delayed = noop.using(delay="1h").enqueue(n=3)
+    waiting = noop.using(delay="1h").enqueue(n=4)
+    assert "cancelled" in jobs("cancel", str(delayed.id))
+    with pytest.raises(CommandError, match="X_JOB_NOT_CANCELLABLE"):
+        jobs("cancel", str(delayed.id))
+    assert "ready" in jobs("promote", str(waiting.id))
+    assert jobs("rm", str(delayed.id)).startswith("removed")
+    assert pg_driver.get(delayed.id) is None
+
+
+def test_pause_resume_and_stats(pg_driver):
+    """pause lists the paused queue, stats counts it, resume clears it."""
+    noop.enqueue(n=5)
+    assert "default" in jobs("pause", "default")
+    stats = json.loads(jobs("--json", "stats"))
+    assert stats["paused"][0]["name"] == "default"
+    assert stats["totals"]["ready"] == 1
+    assert jobs("resume", "default") == "paused queues: none\n"
