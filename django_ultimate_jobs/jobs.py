@@ -445,6 +445,8 @@ def _check_name(what: str, value: Any, error: Callable[[str], JobsError]) -> Non
         raise error(f"{what} must be a non-empty string without surrounding spaces")
     if len(value) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in value):
         raise error(f"{what} must be at most {MAX_NAME_LENGTH} printable characters")
+    if not _storable(value):
+        raise error(f"{what} holds a lone surrogate, which is not valid UTF-8")
 
 
 def _check_priority(value: Any, error: Callable[[str], JobsError]) -> None:
@@ -510,6 +512,12 @@ def _checked_text(job_name: str, what: str, value: Any) -> str:
             f"{what} of {job_name} must be a non-empty string",
             meta={"job": job_name},
         )
+    if not _storable(value):
+        raise JobInputInvalid(
+            f"{what} of {job_name} holds a NUL or a lone surrogate, "
+            "which PostgreSQL text cannot store",
+            meta={"job": job_name},
+        )
     if len(value) > MAX_KEY_LENGTH:
         raise JobInputInvalid(
             f"{what} of {job_name} is longer than {MAX_KEY_LENGTH} characters",
@@ -522,7 +530,7 @@ def _actor_id(actor: Any) -> str | None:
     if actor is None:
         return None
     if isinstance(actor, str):
-        return actor
+        return _checked_text("enqueue", "actor", actor)
     pk = getattr(actor, "pk", None)
     if pk is None:
         raise _option_error(
@@ -531,3 +539,14 @@ def _actor_id(actor: Any) -> str | None:
     # __class__, not type(): request.user is a lazy wrapper that passes
     # __class__ through to the real user.
     return f"{actor.__class__.__name__.lower()}:{pk}"
+
+
+def _storable(value: str) -> bool:
+    """Whether PostgreSQL text can hold ``value`` (no NUL, valid UTF-8)."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

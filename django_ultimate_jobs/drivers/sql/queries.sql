@@ -239,7 +239,11 @@ SELECT * FROM buried;
 -- current 250 ms slot is still ready (a woken worker is coming for that one
 -- and passes again after it, so it finds this row too; a row already claimed
 -- silences nothing, which keeps pickup fast at low load). This statement's
--- own insert is invisible to its own read, so a row never silences itself. Postgres serialises the commits
+-- own insert is invisible to its own read, so a row never silences itself.
+-- The check reads the queue's NEWEST ready row through the wake-slot index
+-- (one row, backwards) rather than asking for a range: with statistics
+-- taken on an empty queue, the planner answered the range question by
+-- walking the whole backlog (tests/test_enqueue.py pins both cases). Postgres serialises the commits
 -- of notifying transactions, so staying silent when a woken worker will find
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
 -- on rollback.
@@ -267,11 +271,11 @@ WITH due AS (
     SELECT pg_notify('ultimate_jobs_wake', i.queue)
       FROM inserted i
      WHERE i.run_at <= i.created_at + interval '1 second'
-       AND NOT EXISTS (
-           SELECT 1 FROM ultimate_jobs_job o
-            WHERE o.queue = i.queue AND o.state = 'ready'
-              AND o.created_at >= to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
-              AND o.created_at <= i.created_at)
+       AND coalesce((
+           SELECT o.created_at FROM ultimate_jobs_job o
+            WHERE o.queue = i.queue AND o.state = 'ready' AND o.created_at <= i.created_at
+            ORDER BY o.created_at DESC
+            LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
 )
 SELECT id, run_id, (SELECT count(*) FROM notified) AS notified FROM inserted;
 
@@ -310,11 +314,11 @@ WITH clock AS (
     SELECT pg_notify('ultimate_jobs_wake', q.queue)
       FROM (SELECT DISTINCT i.queue, i.created_at FROM inserted i
              WHERE i.run_at <= i.created_at + interval '1 second') AS q
-     WHERE NOT EXISTS (
-           SELECT 1 FROM ultimate_jobs_job o
-            WHERE o.queue = q.queue AND o.state = 'ready'
-              AND o.created_at >= to_timestamp(floor(extract(epoch FROM q.created_at) * 4) / 4)
-              AND o.created_at <= q.created_at)
+     WHERE coalesce((
+           SELECT o.created_at FROM ultimate_jobs_job o
+            WHERE o.queue = q.queue AND o.state = 'ready' AND o.created_at <= q.created_at
+            ORDER BY o.created_at DESC
+            LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM q.created_at) * 4) / 4)
 )
 SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted;
 
