@@ -33,13 +33,14 @@ def database_from_url(url: str, **extra: Any) -> dict[str, Any]:
         )
     options = dict(parse_qsl(parts.query))
     host = options.pop("host", None) or unquote(parts.hostname or "")
+    port = options.pop("port", None) or parts.port
     entry: dict[str, Any] = {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),
         "HOST": host,
-        "PORT": str(parts.port or ""),
+        "PORT": str(port or ""),
         "OPTIONS": options,
     }
     entry.update(extra)

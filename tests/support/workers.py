@@ -32,9 +32,14 @@ def database_url(settings_dict: Mapping[str, object]) -> str:
     user = quote(str(settings_dict.get("USER") or ""))
     password = quote(str(settings_dict.get("PASSWORD") or ""))
     auth = f"{user}:{password}@" if password else f"{user}@" if user else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
+    host = str(settings_dict.get("HOST") or "127.0.0.1")
     port = settings_dict.get("PORT") or 5432
-    return f"postgresql://{auth}{host}:{port}/{quote(str(settings_dict['NAME']))}"
+    name = quote(str(settings_dict["NAME"]))
+    if host.startswith("/"):
+        # A Unix socket directory (the embedded server): it goes in ?host=,
+        # as database_from_url() reads it.
+        return f"postgresql://{auth}/{name}?host={quote(host, safe='/')}&port={port}"
+    return f"postgresql://{auth}{host}:{port}/{name}"
 
 
 class WorkerProcess:
