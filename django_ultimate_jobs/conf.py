@@ -8,13 +8,12 @@ call :func:`jobs_settings` so a bad setting fails ``manage.py check``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from .durations import parse_duration_ms
+from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
 
 __all__ = ["JobsSettings", "jobs_settings"]
@@ -122,13 +121,7 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
 
 
 def _count(key: str, value: Any) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value != int(value)
-        or value < 1
-    ):
+    if not is_count(value):
         raise SettingsInvalid(
             f"ULTIMATE_JOBS[{key!r}] must be a whole number of at least 1, got {value!r}"
         )

@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 from .errors import DurationInvalid
 
-__all__ = ["DurationInput", "parse_duration_ms"]
+__all__ = ["DurationInput", "is_count", "parse_duration_ms"]
 
 DurationInput: TypeAlias = str | int | float | timedelta
 
@@ -60,3 +60,18 @@ def parse_duration_ms(
         bound = "zero or more" if allow_zero else "more than zero"
         raise DurationInvalid(f"{what} must be finite and {bound}, got {value!r}")
     return whole
+
+
+def is_count(value: object, minimum: int = 1) -> bool:
+    """Whether ``value`` is a whole, finite number of at least ``minimum``.
+
+    Bools are refused (``True`` is not a count); an integral float such as
+    ``8.0`` is accepted. A ``NaN`` from an unset environment variable would
+    otherwise become a spin loop or a lease that never lapses.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    try:
+        return math.isfinite(value) and value == int(value) and value >= minimum
+    except OverflowError:
+        return False

@@ -9,7 +9,6 @@ executor is the single execution path (tests included, through
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,7 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from .drivers import get_driver
 from .drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
-from .durations import DurationInput, parse_duration_ms
+from .durations import DurationInput, is_count, parse_duration_ms
 from .errors import DurationInvalid, JobDeclarationInvalid, JobInputInvalid, JobsError
 from .registry import register
 from .retry import Retry, retry_schedule_ms
@@ -472,13 +471,7 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
         return None
     cap = value if isinstance(value, Concurrency) else Concurrency(limit=value)  # type: ignore[arg-type]
     limit = cap.limit
-    if (
-        isinstance(limit, bool)
-        or not isinstance(limit, int | float)
-        or not math.isfinite(limit)
-        or limit != int(limit)
-        or limit < 1
-    ):
+    if not is_count(limit):
         raise JobDeclarationInvalid(
             f"concurrency must be a whole number of at least 1, got {limit!r}"
         )

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..conf import jobs_settings
+from ..durations import is_count
 from ..errors import SettingsInvalid
 
 __all__ = ["WorkerConfig"]
@@ -77,13 +77,7 @@ class WorkerConfig:
 
 
 def _require_count(name: str, value: Any) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value != int(value)
-        or value < 1
-    ):
+    if not is_count(value):
         raise SettingsInvalid(
             f"worker option {name} must be a whole number >= 1, got {value!r}"
         )
