@@ -179,6 +179,14 @@ class JobHandle(Generic[R]):
         value = _call_deriver(self.name, "tenant", self.tenant, given)
         return _checked_text(self.name, "tenant", None if value is None else str(value))
 
+    def retry_policy(self, given: Mapping[str, Any]) -> Retry:
+        """The retry policy for a run with this input (the declared one).
+
+        Handles that carry per-run policies (the ``django.tasks`` backend's)
+        override it; the attempt budget always comes from the stored row.
+        """
+        return self.retry
+
     def describe(self) -> dict[str, Any]:
         """A JSON-safe description (for ``jobs show`` and manifests)."""
         return {

@@ -79,6 +79,8 @@ class Job(models.Model):
     last_error_stack = models.TextField(null=True, blank=True)
     progress = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
+    history = models.JSONField(null=True, blank=True)
+    """One entry per counted attempt: attempt, worker, at, error (if it failed)."""
     tenant_id = models.TextField(null=True, blank=True)
     enqueued_by = models.TextField(null=True, blank=True)
     traceparent = models.TextField(null=True, blank=True)

@@ -114,6 +114,11 @@ class JobRecord:
     visible_at: datetime | None = None
     enqueued_by: str | None = None
     traceparent: str | None = None
+    claimed_at: datetime | None = None
+    result: Any = None
+    history: list[dict[str, Any]] | None = None
+    """One entry per counted attempt: ``attempt``, ``worker``, ``at`` and,
+    when the attempt failed, ``error``."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -198,6 +198,7 @@ class MemoryDriver:
 
     def _bury(self, row: JobRow, drop: frozenset[str], now: datetime) -> JobRecord:
         state = JobState.FAILED if row.name in drop else JobState.DEAD
+        row.add_history(now, row.claimed_by, LEASE_LAPSED_FINAL_ATTEMPT)
         self._jobs.move(row, state)
         row.visible_at = row.claimed_by = row.last_error_stack = None
         row.last_error = LEASE_LAPSED_FINAL_ATTEMPT
@@ -219,6 +220,7 @@ class MemoryDriver:
                 identity = request.identity
                 if row is None or not row.owned_by(identity.worker_id, identity.claim):
                     continue
+                row.add_history(now, row.claimed_by, None)
                 self._jobs.move(row, JobState.DONE)
                 row.visible_at = row.claimed_by = None
                 row.result = result_json(request.result)
@@ -244,6 +246,8 @@ class MemoryDriver:
             row = self._jobs.rows.get(request.job_id)
             if row is None or not row.owned_by(identity.worker_id, identity.claim):
                 return False
+            if request.counts_as_attempt:
+                row.add_history(now, row.claimed_by, request.error)
             self._jobs.move(row, state)
             if not request.counts_as_attempt:
                 row.attempt = max(row.attempt - 1, 0)

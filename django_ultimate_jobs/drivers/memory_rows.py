@@ -98,6 +98,20 @@ class JobRow:
     last_error_stack: str | None = None
     progress: str | None = None
     result: str | None = None
+    history: str | None = None
+
+    def add_history(self, now: datetime, worker: str | None, error: str | None) -> None:
+        """Append this attempt's entry, as the settling statements do."""
+        entries = load_json(self.history) or []
+        entry: dict[str, Any] = {
+            "attempt": self.attempt,
+            "worker": worker,
+            "at": now.isoformat(),
+        }
+        if error is not None:
+            entry["error"] = error
+        entries.append(entry)
+        self.history = json.dumps(entries)
 
     @property
     def key(self) -> tuple[str, str, str] | None:
@@ -144,6 +158,9 @@ class JobRow:
             visible_at=self.visible_at,
             enqueued_by=self.enqueued_by,
             traceparent=self.traceparent,
+            claimed_at=self.claimed_at,
+            result=load_json(self.result),
+            history=load_json(self.history),
         )
 
     def claimed(self) -> ClaimedJob:

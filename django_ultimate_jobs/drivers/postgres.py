@@ -590,6 +590,9 @@ def _record(row: Sequence[Any]) -> JobRecord:
         visible_at=row[19],
         enqueued_by=row[20],
         traceparent=row[21],
+        claimed_at=row[22],
+        result=_loads(row[23]),
+        history=_loads(row[24]),
     )
 
 

@@ -175,6 +175,30 @@ class DriverConformance(OperatorConformance):
 
     # -- the upstream checks (inventory §4.6) ---------------------------------
 
+    def test_history_keeps_one_entry_per_counted_attempt(self, lane, clock):
+        """Failed and successful attempts each add an entry; uncounted ones don't."""
+        enqueued = lane.enqueue()
+        first = lane.claim_one("worker-a")
+        assert lane.driver.nack(
+            NackRequest(job_id=first.id, identity=first.identity, error="boom")
+        )
+        shed = lane.claim_one("worker-b")
+        assert lane.driver.nack(
+            NackRequest(job_id=shed.id, identity=shed.identity, counts_as_attempt=False)
+        )
+        last = lane.claim_one("worker-c")
+        assert lane.ack(last, result={"ok": True})
+        record = lane.driver.get(enqueued.id)
+        assert record is not None
+        assert [
+            (e["attempt"], e["worker"], e.get("error")) for e in record.history
+        ] == [
+            (1, "worker-a", "boom"),
+            (2, "worker-c", None),
+        ]
+        assert record.result == {"ok": True}
+        assert record.claimed_at == clock.now()
+
     def test_claimed_once_and_settled_by_ack(self, lane):
         """A row is claimed once, an ack settles it, and nothing stays running."""
         enqueued = lane.enqueue()

@@ -19,7 +19,7 @@ import logging
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import CancellationToken, JobContext
@@ -218,7 +218,11 @@ def settle_for(
 def _failure(attempt: Attempt, error: BaseException, duration: int) -> Execution:
     claimed, handle = attempt.claimed, attempt.handle
     assert handle is not None
-    policy = handle.retry
+    policy = handle.retry_policy(claimed.input)
+    if policy.attempts != claimed.max_attempts:
+        # The row's budget decides, as it does for the claim's burial: a
+        # deploy that changed attempts= does not re-budget queued rows.
+        policy = replace(policy, attempts=claimed.max_attempts)
     decision = decide_retry(policy, claimed.attempt, error)
     text = render_error(error)
     if decision.stopped_by == "terminal":

@@ -95,7 +95,9 @@ WITH clock AS (
 ), settled AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'done', visible_at = NULL, claimed_by = NULL,
-           result = s.result::jsonb, updated_at = clock.now
+           result = s.result::jsonb, updated_at = clock.now,
+           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'worker', s.worker, 'at', clock.now))
       FROM settle s, clock
      WHERE j.id = s.id AND j.state = 'running'
        AND j.claimed_by = s.worker AND j.claims = s.claim
@@ -129,7 +131,7 @@ UPDATE ultimate_jobs_job
 RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
           priority, state, run_at, created_at, updated_at, tenant_id, last_error,
           last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
-          traceparent;
+          traceparent, claimed_at, result, history;
 
 
 -- name: job_claim
@@ -182,13 +184,17 @@ WITH clock AS MATERIALIZED (
     UPDATE ultimate_jobs_job AS j
        SET state = CASE WHEN j.name = ANY(%(drop)s::text[]) THEN 'failed' ELSE 'dead' END,
            visible_at = NULL, claimed_by = NULL, last_error_stack = NULL,
-           last_error = %(lapsed_error)s, updated_at = clock.now
+           last_error = %(lapsed_error)s, updated_at = clock.now,
+           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'worker', j.claimed_by, 'at', clock.now,
+               'error', %(lapsed_error)s::text))
       FROM picked, clock
      WHERE j.id = picked.id AND j.state = 'running' AND j.attempt >= j.max_attempts
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
               j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
               j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+              j.result, j.history
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
@@ -200,7 +206,8 @@ WITH clock AS MATERIALIZED (
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
               j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
               j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+              j.result, j.history
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -328,7 +335,7 @@ SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted;
 SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
        priority, state, run_at, created_at, updated_at, tenant_id, last_error,
        last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
-       traceparent
+       traceparent, claimed_at, result, history
   FROM ultimate_jobs_job
  WHERE id = %(id)s;
 
@@ -366,7 +373,9 @@ SELECT DISTINCT ON (j.name, coalesce(j.tenant_id, ''), j.idempotency_key)
 -- hand-back (a shed, a suspension, a drain) gives the attempt back, never
 -- below zero. A new error without a stack clears the old stack. The counter
 -- adds exactly one of retried / failed / dead, or nothing for an uncounted
--- hand-back, in the same statement.
+-- hand-back, in the same statement. A counted attempt adds its entry to the
+-- row's history (attempt, worker, time, error): the django.tasks backend
+-- answers TaskResult.errors and worker_ids from it.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), settled AS (
@@ -379,7 +388,13 @@ WITH clock AS (
            last_error = coalesce(%(error)s::text, j.last_error),
            last_error_stack = CASE WHEN %(error)s::text IS NULL THEN j.last_error_stack
                                    ELSE %(stack)s::text END,
-           updated_at = clock.now
+           updated_at = clock.now,
+           history = CASE WHEN %(counts_as_attempt)s
+                          THEN coalesce(j.history, '[]'::jsonb) || jsonb_build_array(
+                               jsonb_strip_nulls(jsonb_build_object(
+                                   'attempt', j.attempt, 'worker', j.claimed_by,
+                                   'at', clock.now, 'error', %(error)s::text)))
+                          ELSE j.history END
       FROM clock
      WHERE j.id = %(id)s AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
