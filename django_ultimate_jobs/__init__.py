@@ -15,6 +15,7 @@ from .errors import (
     Terminal,
     register_error_retry,
 )
+from .events import publish_event
 from .jobs import Concurrency, JobHandle, job
 from .retry import Retry
 from .signals import job_enqueued, job_finished, job_started
@@ -35,6 +36,7 @@ __all__ = [
     "job_enqueued",
     "job_finished",
     "job_started",
+    "publish_event",
     "register_error_retry",
 ]
 

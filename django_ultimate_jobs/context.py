@@ -20,6 +20,7 @@ from .errors import Aborted, JobsError
 
 if TYPE_CHECKING:
     from .drivers.base import ClaimIdentity, JobDriver
+    from .steps import StepApi
 
 __all__ = ["CancellationToken", "JobContext"]
 
@@ -145,6 +146,8 @@ class JobContext:
         )
         self._identity = identity
         self._driver = driver
+        self.step: StepApi | None = None
+        """Durable steps of this run (``run``, ``sleep``, ``wait_for_event``)."""
         self._pending: dict[str, Any] | None = None
         self._last_write = -math.inf
 

@@ -422,3 +422,27 @@ class JobIdInvalid(JobsError):
     code = "X_JOB_ID_INVALID"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = "pass the job's UUID, as shown by the admin or a log line"
+
+
+class StepDuplicate(JobsError):
+    """Two steps share a name in one run (a defect that replays identically)."""
+
+    code = "X_STEP_DUPLICATE"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "give each ctx.step call its own name (e.g. f'charge:{invoice_id}')"
+
+
+class StepOutputUnserializable(JobsError):
+    """A step returned something that cannot be stored as JSON."""
+
+    code = "X_STEP_OUTPUT_UNSERIALIZABLE"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "return ids, strings, numbers, lists and dicts from the step"
+
+
+class JobEventInvalid(JobsError):
+    """A matched event's payload is refused by the wait's schema."""
+
+    code = "X_JOB_EVENT_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "publish payloads the waiting schema accepts; retry the job to read the next event"

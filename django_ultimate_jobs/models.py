@@ -8,6 +8,8 @@ path relies on is declared here so the migration carries it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pgtrigger
 from django.db import models
 from django.db.models import Q
@@ -53,6 +55,16 @@ _STATE_MACHINE_SQL = (
     + "}'::text[])) THEN RAISE EXCEPTION 'ultimate_jobs: invalid job state transition' "
     "USING ERRCODE = 'check_violation'; END IF; RETURN NULL;"
 )
+
+
+class TransactionIdField(models.BigIntegerField):
+    """A PostgreSQL ``xid8`` (a transaction id that never wraps around)."""
+
+    description = "PostgreSQL transaction id (xid8)"
+
+    def db_type(self, connection: Any) -> str:
+        """The column type: ``xid8`` (PostgreSQL 13 and later)."""
+        return "xid8"
 
 
 class Job(models.Model):
@@ -112,6 +124,12 @@ class Job(models.Model):
                 "created_at",
                 name="uj_job_wake_slot_idx",
                 condition=Q(state="ready"),
+            ),
+            # A publish wakes the suspended jobs of the runs waiting on it.
+            models.Index(
+                "run_id",
+                name="uj_job_suspended_run_idx",
+                condition=Q(state="suspended"),
             ),
             # Retention sweeps: done rows are kept shorter than the others.
             models.Index(
@@ -181,6 +199,11 @@ class Step(models.Model):
     wake_at = models.DateTimeField(null=True, blank=True)
     event = models.TextField(null=True, blank=True)
     correlation_key = models.TextField(null=True, blank=True)
+    snapshot = models.TextField(null=True, blank=True)
+    """The database snapshot a wait began under (``pg_snapshot`` text)."""
+    cursor_at = models.DateTimeField(null=True, blank=True)
+    cursor_id = models.UUIDField(null=True, blank=True)
+    """With ``cursor_at``: the last event a wait refused; later ones only."""
 
     class Meta:
         db_table = "ultimate_jobs_step"
@@ -209,12 +232,17 @@ class Event(models.Model):
     correlation_key = models.TextField(null=True, blank=True)
     published_at = models.DateTimeField()
     expires_at = models.DateTimeField()
+    xact = TransactionIdField(null=True, blank=True)
+    """The publishing transaction: a wait matches what its snapshot could not see."""
 
     class Meta:
         db_table = "ultimate_jobs_event"
         indexes = [
             models.Index("name", "published_at", name="uj_event_lookup_idx"),
             models.Index("expires_at", name="uj_event_expiry_idx"),
+            # A wait's candidates: events whose transaction is at or past its
+            # snapshot's xmin (everything older was visible when it began).
+            models.Index("name", "xact", name="uj_event_xact_idx"),
         ]
 
     def __str__(self) -> str:

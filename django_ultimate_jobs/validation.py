@@ -149,20 +149,32 @@ def check_schema(job: str, schema: Any, given: Mapping[str, Any]) -> None:
     Raises:
         JobInputInvalid: the schema refused the input.
     """
+    issues = schema_issues(schema, dict(given))
+    if issues is not None:
+        raise JobInputInvalid(
+            f"{job} input refused by its input_schema ({issues})", meta={"job": job}
+        )
+
+
+def schema_issues(schema: Any, value: Any) -> str | None:
+    """``None`` when ``schema`` accepts ``value``; else a summary of why not.
+
+    The summary names fields and error kinds, never the refused values.
+    """
     if schema is None:
-        return
+        return None
     try:
         if hasattr(schema, "model_validate"):
-            schema.model_validate(dict(given))
+            schema.model_validate(value)
         elif dataclasses.is_dataclass(schema) and isinstance(schema, type):
-            schema(**given)
+            if not isinstance(value, dict):
+                raise TypeError("a dataclass schema needs an object")
+            schema(**value)
         else:
-            schema(dict(given))
+            schema(value)
     except Exception as error:
-        raise JobInputInvalid(
-            f"{job} input refused by its input_schema ({_schema_summary(error)})",
-            meta={"job": job},
-        ) from error
+        return _schema_summary(error)
+    return None
 
 
 def _schema_summary(error: Exception) -> str:

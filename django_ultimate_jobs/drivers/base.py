@@ -140,6 +140,8 @@ class ClaimedJob:
     idempotency_key: str | None = None
     enqueued_by: str | None = None
     traceparent: str | None = None
+    claimed_at: datetime | None = None
+    """The database time of this claim (steps measure time from it)."""
 
     @property
     def identity(self) -> ClaimIdentity:
@@ -189,6 +191,8 @@ class NackRequest:
     job_id: UUID
     identity: ClaimIdentity
     delay_ms: int = 0
+    run_at: datetime | None = None
+    """Due at this instant (a step's wake time) instead of ``delay_ms`` from now."""
     error: str | None = None
     stack: str | None = None
     counts_as_attempt: bool = True

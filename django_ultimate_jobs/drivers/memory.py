@@ -52,7 +52,6 @@ from .memory_rows import (
     CounterKey,
     JobRow,
     JobTable,
-    StepRow,
     WorkerRegistry,
     add_to_bucket,
     bounded_stack,
@@ -62,6 +61,8 @@ from .memory_rows import (
     result_json,
     truncate_ms,
 )
+from .memory_steps import EventRow, MemoryEvents, MemorySteps
+from .steps_base import StepRecord
 
 __all__ = ["MemoryDriver"]
 
@@ -78,10 +79,14 @@ class MemoryDriver:
         self.clock = clock
         self._lock = threading.Lock()
         self._forget()
+        self.steps = MemorySteps(self)
+        self.events = MemoryEvents(self)
 
     def _forget(self) -> None:
         self._jobs = JobTable()
-        self._steps: dict[UUID, dict[str, StepRow]] = {}
+        self._steps: dict[UUID, dict[str, StepRecord]] = {}
+        self._events: list[EventRow] = []
+        self._event_seq = 0
         self._counters: dict[CounterKey, dict[str, int]] = {}
         self._paused: dict[str, datetime] = {}
         self._workers = WorkerRegistry()
@@ -251,7 +256,11 @@ class MemoryDriver:
             self._jobs.move(row, state)
             if not request.counts_as_attempt:
                 row.attempt = max(row.attempt - 1, 0)
-            row.run_at = now + timedelta(milliseconds=request.delay_ms)
+            row.run_at = (
+                request.run_at.astimezone(UTC)
+                if request.run_at is not None
+                else now + timedelta(milliseconds=request.delay_ms)
+            )
             row.visible_at = row.claimed_by = None
             if request.error is not None:
                 # A new error without a stack clears the old stack.
@@ -484,7 +493,9 @@ class MemoryDriver:
     ) -> None:
         """Record a step of ``run_id`` (tests; the step store comes later)."""
         with self._lock:
-            self._steps.setdefault(run_id, {})[name] = StepRow(name, status, started_at)
+            self._steps.setdefault(run_id, {})[name] = StepRecord(
+                run_id=run_id, name=name, status=status, started_at=started_at
+            )
 
     def _step_names(self, run_id: UUID) -> set[str]:
         """The names of the steps recorded for ``run_id`` (tests)."""

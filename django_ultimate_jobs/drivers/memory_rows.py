@@ -31,7 +31,6 @@ __all__ = [
     "CounterKey",
     "JobRow",
     "JobTable",
-    "StepRow",
     "WorkerRegistry",
     "add_to_bucket",
     "bounded_stack",
@@ -182,6 +181,7 @@ class JobRow:
             visible_at=self.visible_at,
             enqueued_by=self.enqueued_by,
             traceparent=self.traceparent,
+            claimed_at=self.claimed_at,
         )
 
 
@@ -234,15 +234,6 @@ class JobTable:
         del self.live[row.id]
         if row.key is not None:
             del self._keys[row.key]
-
-
-@dataclass(slots=True)
-class StepRow:
-    """The part of a step record the driver itself reads (requeue, remove)."""
-
-    name: str
-    status: str
-    started_at: datetime
 
 
 class WorkerRegistry:

@@ -47,6 +47,7 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
 
 __all__ = ["PostgresDriver"]
@@ -76,6 +77,8 @@ class PostgresDriver:
         self.using = using
         self.clock = clock
         self.prepare = prepare
+        self.steps = PostgresSteps(self)
+        self.events = PostgresEvents(self)
 
     # -- plumbing ------------------------------------------------------------
 
@@ -292,6 +295,7 @@ class PostgresDriver:
                 "state": state.value,
                 "counts_as_attempt": request.counts_as_attempt,
                 "delay_ms": request.delay_ms,
+                "run_at": request.run_at,
                 "error": request.error,
                 "stack": _bounded_stack(request.stack),
                 "outcome": _nack_outcome(request),
@@ -614,4 +618,5 @@ def _claimed(row: Sequence[Any]) -> ClaimedJob:
         visible_at=visible_at,
         enqueued_by=row[20],
         traceparent=row[21],
+        claimed_at=row[22],
     )

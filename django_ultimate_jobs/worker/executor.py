@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..context import CancellationToken, JobContext
@@ -30,8 +31,10 @@ from ..drivers.base import (
     JobDriver,
     NackRequest,
 )
+from ..drivers.steps_base import StepFence
 from ..errors import Aborted, JobInputInvalid, JobsError, code_of
 from ..retry import decide_retry
+from ..steps import StepApi, StepSuspension
 
 if TYPE_CHECKING:
     from ..jobs import JobHandle
@@ -66,6 +69,8 @@ class Execution:
     stop: str | None = None
     landed: bool | None = field(default=None)
     """Set after the settle: whether this worker still owned the row."""
+    wake_step: str | None = None
+    """A wait this run parked on: re-checked for events once the park lands."""
 
     @property
     def ends_run(self) -> bool:
@@ -81,6 +86,7 @@ class Attempt:
         "_settled",
         "abandoned",
         "claimed",
+        "claimed_mono",
         "ctx",
         "deadline",
         "handle",
@@ -94,6 +100,7 @@ class Attempt:
         self.handle = handle
         self.token = CancellationToken()
         self.started = time.monotonic()
+        self.claimed_mono = self.started
         self.renewed = self.started
         """When a lease renewal last landed (the worker's own clock)."""
         self.deadline: float | None = None
@@ -153,6 +160,7 @@ def run_attempt(
         identity=claimed.identity,
         driver=driver,
     )
+    ctx.step = _step_api(attempt, driver)
     attempt.ctx = ctx
     error: BaseException | None = None
     result: Any = None
@@ -185,6 +193,19 @@ def settle_for(
     if reason is not None and reason.code == "X_JOB_LEASE_LOST":
         # The row belongs to another attempt or was cancelled: write nothing.
         return Execution(claimed, "lost", duration, handle, error=reason)
+    if isinstance(error, StepSuspension):
+        # A sleep or a wait: park the row until it is due, attempt unspent.
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            run_at=error.resume_at,
+            counts_as_attempt=False,
+            park=True,
+            duration_ms=duration,
+        )
+        execution = Execution(claimed, "suspended", duration, handle, nack=nack)
+        execution.wake_step = error.step if error.reason == "event" else None
+        return execution
     if reason is not None and reason.code == "X_DRAINING" and error is None:
         # The body finished before noticing the drain: its work is done.
         reason = None
@@ -330,3 +351,33 @@ def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
                 "ended": "rejected" if error is not None else "resolved",
             },
         )
+
+
+def attempt_now(attempt: Attempt, driver: JobDriver | None = None) -> datetime:
+    """The database time of the claim, moved on by this worker's monotonic clock.
+
+    A driver on a test clock (a ManualClock) answers that clock instead, so
+    tests that move time see steps follow it exactly.
+    """
+    clock = getattr(driver, "clock", None)
+    if clock is not None and clock.sql_now() is not None:
+        return clock.now()
+    claimed_at = attempt.claimed.claimed_at or datetime.now(UTC)
+    return claimed_at + timedelta(seconds=time.monotonic() - attempt.claimed_mono)
+
+
+def _step_api(attempt: Attempt, driver: JobDriver) -> StepApi | None:
+    store = getattr(driver, "steps", None)
+    if store is None:
+        return None
+    claimed = attempt.claimed
+    return StepApi(
+        run_id=claimed.run_id,
+        store=store,
+        events=getattr(driver, "events", None),
+        fence=StepFence(claimed.id, claimed.identity),
+        token=attempt.token,
+        now=lambda: attempt_now(attempt, driver),
+        step_timeout_ms=attempt.handle.step_timeout_ms if attempt.handle else None,
+        using=getattr(driver, "using", "default"),
+    )

@@ -560,8 +560,9 @@ class Worker:
         self._settles.put(_STOP)
         self._keeper_stop.set()
         for thread in self._threads:
-            if thread.name in ("uj-settler", "uj-keeper"):
-                thread.join(timeout=5)
+            # Slot threads stuck in an abandoned body are daemons: a short
+            # join, then the process may exit without them.
+            thread.join(timeout=5 if thread.name in ("uj-settler", "uj-keeper") else 0.5)
         forget = getattr(self.driver, "forget_worker", None)
         if forget is not None:
             try:

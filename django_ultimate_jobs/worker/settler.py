@@ -95,6 +95,8 @@ class Settler:
             if execution.nack is not None:
                 try:
                     execution.landed = self.driver.nack(execution.nack)
+                    if execution.landed and execution.wake_step is not None:
+                        self._recheck_wait(execution)
                 except Exception:
                     logger.exception(
                         "jobs.worker.settle-failed",
@@ -105,6 +107,13 @@ class Settler:
                 execution.landed = False  # a lost lease writes nothing
         for execution in executions:
             self._announce(execution)
+
+    def _recheck_wait(self, execution: Execution) -> None:
+        # An event committed between the run's last search and its park was
+        # missed by the publisher's wake (the run was still running then).
+        events = getattr(self.driver, "events", None)
+        if events is not None and execution.wake_step is not None:
+            events.wake_waiting(execution.claimed.id, execution.wake_step)
 
     def _announce(self, execution: Execution) -> None:
         claimed = execution.claimed

@@ -121,3 +121,24 @@ def fail_once(ctx, **input):
     if ctx.attempt == 1:
         raise RuntimeError("tests.fail_once fails its first attempt")
     return {"attempt": ctx.attempt}
+
+
+@job(name="tests.atomic_steps", retry=Retry(attempts=5, delay="100ms"))
+def atomic_steps(ctx, *, order: str):
+    """Two atomic steps, each writing effect rows in its own transaction."""
+
+    def write(kind: str) -> str:
+        from tests.jobsapp.models import Effect
+
+        Effect.objects.create(
+            job_id=ctx.job_id,
+            attempt=ctx.attempt,
+            claims=ctx.claim,
+            worker=ctx.worker_id,
+            kind=kind,
+        )
+        return kind
+
+    first = ctx.step.run("reserve", write, f"reserve:{order}", atomic=True)
+    second = ctx.step.run("charge", write, f"charge:{order}", atomic=True)
+    return [first, second]

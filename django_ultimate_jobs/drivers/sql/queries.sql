@@ -383,7 +383,8 @@ WITH clock AS (
        SET state = %(state)s,
            attempt = CASE WHEN %(counts_as_attempt)s THEN j.attempt
                           ELSE greatest(j.attempt - 1, 0) END,
-           run_at = clock.now + %(delay_ms)s * interval '1 millisecond',
+           run_at = coalesce(%(run_at)s::timestamptz,
+                             clock.now + %(delay_ms)s * interval '1 millisecond'),
            visible_at = NULL, claimed_by = NULL,
            last_error = coalesce(%(error)s::text, j.last_error),
            last_error_stack = CASE WHEN %(error)s::text IS NULL THEN j.last_error_stack
@@ -601,3 +602,174 @@ SELECT id, host, pid, queues, concurrency, in_flight, started_at, heartbeat_at, 
  WHERE id NOT IN (SELECT id FROM lapsed)
    AND expires_at > coalesce(%(now)s::timestamptz, now())
  ORDER BY id COLLATE "C";
+
+
+-- name: event_find
+-- The first event a waiting step matches, in (published_at, id) order. A
+-- wait owns every event stamped at or after its start, and every event its
+-- snapshot could not see: one published by a transaction still open when
+-- the wait began and committed since (the stamp is the insert time, the row
+-- becomes visible at commit). An event committed before the wait began was
+-- stamped before it and was visible to its snapshot: never matched. A
+-- rolled-back publish has no row. Events older than the snapshot's xmin were
+-- all visible, so each branch reads one index. A refused event moves the
+-- step's cursor; later events only.
+SELECT * FROM (
+    (SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at
+       FROM ultimate_jobs_event e
+      WHERE e.name = %(event)s
+        AND (%(key)s::text IS NULL OR e.correlation_key = %(key)s::text)
+        AND e.expires_at > coalesce(%(now)s::timestamptz, statement_timestamp())
+        AND e.published_at >= %(started_at)s::timestamptz
+        AND (%(cursor_at)s::timestamptz IS NULL
+             OR (e.published_at, e.id) > (%(cursor_at)s::timestamptz, %(cursor_id)s::uuid))
+      ORDER BY e.published_at, e.id
+      LIMIT 1)
+    UNION ALL
+    (SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at
+       FROM ultimate_jobs_event e
+      WHERE e.name = %(event)s
+        AND (%(key)s::text IS NULL OR e.correlation_key = %(key)s::text)
+        AND e.expires_at > coalesce(%(now)s::timestamptz, statement_timestamp())
+        AND e.xact >= pg_snapshot_xmin(%(snapshot)s::pg_snapshot)
+        AND NOT pg_visible_in_snapshot(e.xact, %(snapshot)s::pg_snapshot)
+        AND (%(cursor_at)s::timestamptz IS NULL
+             OR (e.published_at, e.id) > (%(cursor_at)s::timestamptz, %(cursor_id)s::uuid))
+      ORDER BY e.published_at, e.id
+      LIMIT 1)
+) AS matched
+ ORDER BY published_at, id
+ LIMIT 1;
+
+
+-- name: event_mark
+-- The snapshot and statement time a new wait begins under.
+SELECT pg_current_snapshot()::text, coalesce(%(now)s::timestamptz, statement_timestamp());
+
+
+-- name: event_publish
+-- Store an event, stamped with the statement time (not now(), which is
+-- the transaction's start) and the publishing transaction's id, and wake
+-- the suspended jobs of the runs waiting on it (key null or equal) in the
+-- same statement, notifying once per queue. Inside a transaction the
+-- caller re-runs the wake after commit (event_wake): a run that parked
+-- while this transaction was open could not see the row yet.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
+), inserted AS (
+    INSERT INTO ultimate_jobs_event
+           (id, name, payload, correlation_key, published_at, expires_at, xact)
+    SELECT %(id)s, %(event)s, %(payload)s::jsonb, %(key)s::text,
+           date_trunc('milliseconds', clock.now),
+           clock.now + %(ttl_ms)s * interval '1 millisecond', pg_current_xact_id()
+      FROM clock
+    RETURNING id, published_at, expires_at
+), woken AS (
+    UPDATE ultimate_jobs_job AS j
+       SET run_at = clock.now
+      FROM ultimate_jobs_step s, clock
+     WHERE s.status = 'waiting' AND s.event = %(event)s
+       AND (s.correlation_key IS NULL OR s.correlation_key = %(key)s::text)
+       AND j.run_id = s.run_id AND j.state = 'suspended' AND j.run_at > clock.now
+    RETURNING j.queue
+), notified AS (
+    SELECT pg_notify('ultimate_jobs_wake', q.queue)
+      FROM (SELECT DISTINCT queue FROM woken) AS q
+)
+SELECT i.id, i.published_at, i.expires_at, (SELECT count(*) FROM notified)
+  FROM inserted i;
+
+
+-- name: event_purge
+-- Delete expired events (the retention sweep calls it).
+WITH purged AS (
+    DELETE FROM ultimate_jobs_event
+     WHERE expires_at <= coalesce(%(now)s::timestamptz, statement_timestamp())
+    RETURNING 1
+)
+SELECT count(*) FROM purged;
+
+
+-- name: event_wake
+-- The commit-time wake of a publish made inside a transaction: the same
+-- wake as event_publish, run after the commit on the pool.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
+), woken AS (
+    UPDATE ultimate_jobs_job AS j
+       SET run_at = clock.now
+      FROM ultimate_jobs_step s, clock
+     WHERE s.status = 'waiting' AND s.event = %(event)s
+       AND (s.correlation_key IS NULL OR s.correlation_key = %(key)s::text)
+       AND j.run_id = s.run_id AND j.state = 'suspended' AND j.run_at > clock.now
+    RETURNING j.queue
+)
+SELECT pg_notify('ultimate_jobs_wake', q.queue)
+  FROM (SELECT DISTINCT queue FROM woken) AS q;
+
+
+-- name: job_wake_waiting
+-- Right after a run parked on a wait: if an event it matches committed
+-- between its last search and its park (the publish's own wake found it
+-- still running), make it due now. Closes the last window in which a
+-- waiter could sleep until the backstop poll.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, statement_timestamp()) AS now
+), woken AS (
+    UPDATE ultimate_jobs_job AS j
+       SET run_at = clock.now
+      FROM ultimate_jobs_step s, clock
+     WHERE j.id = %(id)s AND j.state = 'suspended' AND j.run_at > clock.now
+       AND s.run_id = j.run_id AND s.name = %(step)s AND s.status = 'waiting'
+       AND EXISTS (
+           SELECT 1 FROM ultimate_jobs_event e
+            WHERE e.name = s.event
+              AND (s.correlation_key IS NULL OR e.correlation_key = s.correlation_key)
+              AND e.expires_at > clock.now
+              AND (e.published_at >= s.started_at
+                   OR (e.xact >= pg_snapshot_xmin(s.snapshot::pg_snapshot)
+                       AND NOT pg_visible_in_snapshot(e.xact, s.snapshot::pg_snapshot)))
+              AND (s.cursor_at IS NULL OR (e.published_at, e.id) > (s.cursor_at, s.cursor_id)))
+    RETURNING j.queue
+)
+SELECT pg_notify('ultimate_jobs_wake', queue) FROM woken;
+
+
+-- name: step_list
+-- Every step of a run: the runner loads them once, on the first step.
+SELECT name, status, output, error, attempts, started_at, completed_at, wake_at, event,
+       correlation_key, snapshot, cursor_at, cursor_id
+  FROM ultimate_jobs_step
+ WHERE run_id = %(run_id)s;
+
+
+-- name: step_put
+-- Record a step for the attempt that holds the job, and only for it: the
+-- fence (state running, claimed_by, claims) is read with FOR KEY SHARE,
+-- which a claim's FOR UPDATE SKIP LOCKED cannot take while this
+-- transaction is open, so an atomic step's writes and its record commit
+-- together before any other attempt can claim the job. Heartbeats and
+-- settles (FOR NO KEY UPDATE) are not blocked by it. No row back: the
+-- fence failed and nothing was written.
+WITH fence AS (
+    SELECT j.id
+      FROM ultimate_jobs_job j
+     WHERE j.id = %(job_id)s AND j.state = 'running'
+       AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
+       FOR KEY SHARE
+)
+INSERT INTO ultimate_jobs_step
+       (run_id, name, status, output, error, attempts, started_at, completed_at, wake_at,
+        event, correlation_key, snapshot, cursor_at, cursor_id)
+SELECT %(run_id)s, %(name)s, %(status)s, %(output)s::jsonb, %(error)s::text, 1,
+       %(started_at)s::timestamptz, %(completed_at)s::timestamptz, %(wake_at)s::timestamptz,
+       %(event)s::text, %(key)s::text, %(snapshot)s::text, %(cursor_at)s::timestamptz,
+       %(cursor_id)s::uuid
+  FROM fence
+ON CONFLICT (run_id, name) DO UPDATE
+   SET status = excluded.status, output = excluded.output, error = excluded.error,
+       attempts = ultimate_jobs_step.attempts + 1, completed_at = excluded.completed_at,
+       wake_at = excluded.wake_at, event = excluded.event,
+       correlation_key = excluded.correlation_key, snapshot = excluded.snapshot,
+       cursor_at = excluded.cursor_at, cursor_id = excluded.cursor_id
+RETURNING id;

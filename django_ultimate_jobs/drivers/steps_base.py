@@ -1,0 +1,124 @@
+"""The step and event stores: records and protocols (internal, like ``base``).
+
+Steps live with the queue (``driver.steps``); events with it too
+(``driver.events``). Every step write of an attempt is fenced on the
+attempt's claim, exactly like a settle: a write whose fence fails raises
+``X_JOB_LEASE_LOST`` and changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+from uuid import UUID
+
+from .base import ClaimIdentity
+
+__all__ = [
+    "STEP_STATUSES",
+    "EventRecord",
+    "EventStore",
+    "StepFence",
+    "StepRecord",
+    "StepStore",
+    "WaitMark",
+]
+
+STEP_STATUSES = frozenset({"completed", "sleeping", "waiting", "failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class StepFence:
+    """The attempt a step write belongs to."""
+
+    job_id: UUID
+    identity: ClaimIdentity
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StepRecord:
+    """One step of a run, as stored."""
+
+    run_id: UUID
+    name: str
+    status: str
+    started_at: datetime
+    output: Any = None
+    error: str | None = None
+    attempts: int = 1
+    completed_at: datetime | None = None
+    wake_at: datetime | None = None
+    """A sleep's wake time, or a wait's deadline."""
+    event: str | None = None
+    correlation_key: str | None = None
+    snapshot: str | None = None
+    """The database snapshot a wait began under."""
+    cursor_at: datetime | None = None
+    cursor_id: UUID | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitMark:
+    """Where a wait begins: the snapshot and the database time."""
+
+    snapshot: str
+    at: datetime
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EventRecord:
+    """A published event."""
+
+    id: UUID
+    name: str
+    payload: Any
+    correlation_key: str | None
+    published_at: datetime
+    expires_at: datetime
+
+
+class StepStore(Protocol):
+    """Durable step records of runs."""
+
+    def list(self, run_id: UUID) -> dict[str, StepRecord]:
+        """Every step of ``run_id`` by name (one statement).
+
+        Raises:
+            JobRowStatusUnknown: a stored status this build does not know.
+        """
+        ...
+
+    def put(self, record: StepRecord, fence: StepFence | None) -> None:
+        """Insert or replace a step; with a fence, only for the holding attempt.
+
+        Raises:
+            JobLeaseLost: the fence failed; nothing was written.
+        """
+        ...
+
+
+class EventStore(Protocol):
+    """Published events and the waits that match them."""
+
+    def mark(self) -> WaitMark:
+        """The snapshot and time a new wait begins under."""
+        ...
+
+    def publish(
+        self, name: str, payload: Any, key: str | None, ttl_ms: int
+    ) -> EventRecord:
+        """Store an event (in the caller's transaction) and wake its waiters."""
+        ...
+
+    def find(self, step: StepRecord) -> EventRecord | None:
+        """The first event (``published_at``, id) the waiting ``step`` matches."""
+        ...
+
+    def wake_waiting(self, job_id: UUID, step: str) -> bool:
+        """Make a job parked on ``step`` due now if an event already matches."""
+        ...
+
+    def purge_expired(self) -> int:
+        """Delete expired events; answers how many."""
+        ...

@@ -1,0 +1,242 @@
+"""Durable steps and waits, through the real worker path, on both drivers."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from django_ultimate_jobs import Retry, job, publish_event
+from django_ultimate_jobs.drivers import set_driver
+from django_ultimate_jobs.drivers.memory import MemoryDriver
+from django_ultimate_jobs.drivers.postgres import PostgresDriver
+from django_ultimate_jobs.registry import unregister
+from django_ultimate_jobs.testing import run_jobs
+
+# The Postgres runs need the test database; the memory runs just ignore it.
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(params=["postgres", "memory"])
+def driver(request, clock):
+    """Each test runs on the Postgres driver and on the memory driver."""
+    if request.param == "postgres":
+        installed = PostgresDriver(clock=clock)
+    else:
+        installed = MemoryDriver(clock=clock)
+    previous = set_driver(installed)
+    yield installed
+    set_driver(previous)
+
+
+@pytest.fixture
+def declared():
+    names: list[str] = []
+
+    def declare(**options):
+        options.setdefault("retry", Retry(attempts=5, delay="1s", jitter="none"))
+
+        def wrap(func):
+            handle = job(name=f"t.steps.{func.__name__}", queue="steps", **options)(func)
+            names.append(handle.name)
+            return handle
+
+        return wrap
+
+    yield declare
+    for name in names:
+        unregister(name)
+
+
+def drain(driver):
+    return run_jobs(queues=["steps"], driver=driver)
+
+
+def test_completed_steps_replay_from_storage(driver, declared, clock):
+    """A job failing at step 4 twice runs steps 1-3 once each."""
+    calls: list[str] = []
+    failures = {"left": 2}
+
+    def step(label):
+        calls.append(label)
+        if label == "four" and failures["left"]:
+            failures["left"] -= 1
+            raise RuntimeError("step four failed")
+        return {"label": label}
+
+    @declared()
+    def five(ctx):
+        return [ctx.step.run(label, step, label) for label in ("one", "two", "three", "four", "five")]
+
+    enqueued = five.enqueue()
+    for _ in range(3):
+        drain(driver)
+        clock.advance(seconds=10)
+    assert calls.count("one") == calls.count("two") == calls.count("three") == 1
+    assert calls.count("four") == 3 and calls.count("five") == 1
+    row = driver.get(enqueued.id)
+    assert row.state == "done"
+    assert row.result == [{"label": x} for x in ("one", "two", "three", "four", "five")]
+
+
+def test_a_step_name_used_twice_dead_letters_the_job(driver, declared):
+    """X_STEP_DUPLICATE is terminal: a defect replays identically."""
+
+    @declared()
+    def twice(ctx):
+        ctx.step.run("same", lambda: 1)
+        ctx.step.run("same", lambda: 2)
+
+    enqueued = twice.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "dead-lettered"
+    assert driver.get(enqueued.id).last_error.startswith("X_STEP_DUPLICATE")
+
+
+def test_an_output_json_cannot_hold_is_refused(driver, declared):
+    """X_STEP_OUTPUT_UNSERIALIZABLE is terminal and nothing is recorded."""
+
+    @declared()
+    def odd(ctx):
+        ctx.step.run("set", lambda: {1, 2})
+
+    enqueued = odd.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "dead-lettered"
+    assert driver.get(enqueued.id).last_error.startswith("X_STEP_OUTPUT_UNSERIALIZABLE")
+    assert driver.steps.list(enqueued.id)["set"].status == "failed"
+
+
+def test_a_sleep_suspends_without_spending_an_attempt(driver, declared, clock):
+    """The job parks until the sleep is over, then resumes after the sleep."""
+    after = []
+
+    @declared()
+    def napper(ctx):
+        ctx.step.run("before", lambda: "ok")
+        ctx.step.sleep("nap", "1h")
+        after.append(ctx.attempt)
+        return "woke"
+
+    enqueued = napper.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "suspended"
+    row = driver.get(enqueued.id)
+    assert row.state == "suspended"
+    assert row.attempt == 0
+    assert row.run_at == clock.now() + timedelta(hours=1)
+    clock.advance(minutes=59)
+    assert drain(driver) == []
+    clock.advance(minutes=1)
+    (resumed,) = drain(driver)
+    assert resumed.outcome == "completed" and resumed.result == "woke"
+    assert after == [1]
+    assert sorted(driver.steps.list(enqueued.id)) == ["before", "nap"]
+
+
+def test_a_wait_gets_an_event_published_after_it_parked(driver, declared, clock):
+    """The publish wakes the parked run at once; the payload is returned."""
+
+    @declared()
+    def approval(ctx, *, user_id: str):
+        return ctx.step.wait_for_event("approval", "user.approved", key=user_id)
+
+    enqueued = approval.enqueue(user_id="42")
+    (parked,) = drain(driver)
+    assert parked.outcome == "suspended"
+    publish_event("user.approved", {"by": "someone else"}, key="41")
+    assert drain(driver) == []  # another key: no wake
+    publish_event("user.approved", {"by": "ada"}, key="42")
+    (resumed,) = drain(driver)
+    assert resumed.result == {"by": "ada"}
+    assert driver.get(enqueued.id).state == "done"
+
+
+def test_a_wait_times_out_to_none_or_raises_when_required(driver, declared, clock):
+    """After the timeout a wait returns None; required=True fails X_JOB_TIMEOUT."""
+
+    @declared()
+    def optional(ctx):
+        return {"got": ctx.step.wait_for_event("w", "never", timeout="10m")}
+
+    @declared(retry=Retry(attempts=1))
+    def required(ctx):
+        return ctx.step.wait_for_event("w", "never", timeout="10m", required=True)
+
+    first = optional.enqueue()
+    second = required.enqueue()
+    drain(driver)
+    clock.advance(minutes=11)
+    drain(driver)
+    assert driver.get(first.id).result == {"got": None}
+    second_row = driver.get(second.id)
+    assert second_row.state == "dead"
+    assert second_row.last_error.startswith("X_JOB_TIMEOUT")
+
+
+def test_a_refused_event_fails_the_wait_and_hides_no_later_one(driver, declared, clock):
+    """A schema refusal is X_JOB_EVENT_INVALID; a retry takes the next event."""
+
+    def positive(payload):
+        if not isinstance(payload, dict) or payload.get("amount", 0) <= 0:
+            raise ValueError("amount must be positive")
+
+    @declared(retry=Retry(attempts=1))
+    def pay(ctx):
+        return ctx.step.wait_for_event("paid", "payment", schema=positive)
+
+    enqueued = pay.enqueue()
+    drain(driver)
+    publish_event("payment", {"amount": -5})
+    clock.advance(milliseconds=5)
+    publish_event("payment", {"amount": 7})
+    (failed,) = drain(driver)
+    assert failed.outcome == "dead-lettered"
+    assert driver.get(enqueued.id).last_error.startswith("X_JOB_EVENT_INVALID")
+    assert "-5" not in driver.get(enqueued.id).last_error
+    driver.requeue(enqueued.id)
+    (retried,) = drain(driver)
+    assert retried.result == {"amount": 7}
+
+
+def test_a_step_write_after_losing_the_job_is_refused(driver, declared):
+    """A fenced step write of a cancelled attempt raises X_JOB_LEASE_LOST."""
+    from django_ultimate_jobs.worker.config import WorkerConfig
+    from django_ultimate_jobs.worker.executor import run_attempt
+    from django_ultimate_jobs.worker.runner import Worker
+
+    seen = []
+
+    @declared()
+    def cancelled(ctx):
+        driver.cancel(ctx.job_id)  # an operator, mid-run
+        try:
+            ctx.step.run("after-cancel", lambda: 1)
+        except Exception as error:
+            seen.append(error.code)
+            raise
+
+    cancelled.enqueue()
+    worker = Worker(WorkerConfig.from_settings(queues=("steps",)), driver=driver)
+    (attempt,), _ = worker._claim(1)
+    attempt.start()
+    run_attempt(attempt, driver)
+    assert seen == ["X_JOB_LEASE_LOST"]
+    assert "after-cancel" not in driver.steps.list(attempt.claimed.run_id)
+
+
+def test_retry_from_a_step_reruns_it_and_the_later_ones(driver, declared, clock):
+    """requeue(from_step=) drops that step and later ones; earlier ones replay."""
+    calls: list[str] = []
+
+    @declared()
+    def three(ctx):
+        for label in ("a", "b", "c"):
+            clock.advance(milliseconds=2)
+            ctx.step.run(label, calls.append, label)
+
+    enqueued = three.enqueue()
+    drain(driver)
+    driver.requeue(enqueued.id, from_step="b")
+    drain(driver)
+    assert calls == ["a", "b", "c", "b", "c"]
