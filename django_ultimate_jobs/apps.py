@@ -15,9 +15,13 @@ class UltimateJobsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        """Import every installed app's ``jobs`` module and wire settings."""
+        """Import every installed app's ``jobs`` module, wire settings and tasks."""
         from . import checks  # noqa: F401  (registers the system checks)
         from .conf import connect_setting_changed
 
         connect_setting_changed()
         autodiscover_modules("jobs")
+        from .tasks.compat import SOURCE
+
+        if SOURCE is not None:  # django.tasks (6.0+) or the django-tasks backport
+            from .tasks import bridge  # noqa: F401  (registers the task job)

@@ -102,14 +102,25 @@ class Job(models.Model):
     class Meta:
         db_table = "ultimate_jobs_job"
         indexes = [
-            # The claim: due rows of a queue in (priority desc, run_at, id).
+            # The claim: ready rows of a queue in (priority desc, run_at, id).
+            # Ready rows are due (a retry in backoff excepted), so an ordered
+            # scan stops after the limit.
             models.Index(
                 "queue",
                 models.F("priority").desc(),
                 "run_at",
                 "id",
-                name="uj_job_claim_idx",
-                condition=Q(state__in=_WAITING),
+                name="uj_job_ready_idx",
+                condition=Q(state="ready"),
+            ),
+            # Rows waiting on a time (delayed, or suspended by a sleep or a
+            # wait) are claimed once due, earliest first: kept out of the
+            # ready index, a million parked rows cost a claim nothing.
+            models.Index(
+                "queue",
+                "run_at",
+                name="uj_job_timer_idx",
+                condition=Q(state__in=["delayed", "suspended"]),
             ),
             # Lapsed leases are re-taken by the claim itself.
             models.Index(

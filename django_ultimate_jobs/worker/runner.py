@@ -562,7 +562,9 @@ class Worker:
         for thread in self._threads:
             # Slot threads stuck in an abandoned body are daemons: a short
             # join, then the process may exit without them.
-            thread.join(timeout=5 if thread.name in ("uj-settler", "uj-keeper") else 0.5)
+            thread.join(
+                timeout=5 if thread.name in ("uj-settler", "uj-keeper") else 0.5
+            )
         forget = getattr(self.driver, "forget_worker", None)
         if forget is not None:
             try:

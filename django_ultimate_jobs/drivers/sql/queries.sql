@@ -140,9 +140,11 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- separate reaper: a running row whose lease lapsed (visible_at passed) is
 -- re-taken here, or buried when it was on its final attempt, so a job that
 -- kills its worker reaches the dead-letter queue after max_attempts claims.
--- Waiting rows are picked per queue (one ordered scan of the claim index
--- each, so a backlog is never sorted) and lapsed rows by the lease index,
--- rather than by one OR that no index serves. Lapsed rows are sorted in
+-- Ready rows are picked per queue by one ordered scan of the ready index
+-- (a backlog is never sorted), rows waiting on a time (delayed, suspended)
+-- by the timer index (only the due ones are read: parked rows cost
+-- nothing), and lapsed rows by the lease index, rather than by one OR that
+-- no index serves. Lapsed rows are sorted in
 -- claim order before their LIMIT (few lapse at once, so the sort is small):
 -- unsorted, the LIMIT kept arbitrary ones and a higher-priority lapsed row
 -- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
@@ -157,12 +159,26 @@ WITH clock AS MATERIALIZED (
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
              FROM ultimate_jobs_job j, clock
-            WHERE j.state IN ('ready', 'delayed', 'suspended')
+            WHERE j.state = 'ready'
               AND j.queue = q.name
               AND j.run_at <= clock.now
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS w
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
+                        WHERE p.kind = 'queue' AND p.name = q.name)
+), timers AS MATERIALIZED (
+    SELECT t.id, t.priority, t.run_at
+      FROM unnest(%(queues)s::text[]) AS q(name)
+     CROSS JOIN LATERAL (
+           SELECT j.id, j.priority, j.run_at
+             FROM ultimate_jobs_job j, clock
+            WHERE j.state IN ('delayed', 'suspended')
+              AND j.queue = q.name
+              AND j.run_at <= clock.now
+            ORDER BY j.run_at, j.id
+            LIMIT %(limit)s
+              FOR UPDATE OF j SKIP LOCKED) AS t
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = q.name)
 ), lapsed AS MATERIALIZED (
@@ -177,7 +193,8 @@ WITH clock AS MATERIALIZED (
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
 ), picked AS MATERIALIZED (
-    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM lapsed) AS candidates
+    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM timers
+                    UNION ALL SELECT * FROM lapsed) AS candidates
      ORDER BY priority DESC, run_at, id
      LIMIT %(limit)s
 ), buried AS (
