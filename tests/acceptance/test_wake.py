@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 DEFAULT_POLLS = {"UJ_POLL": "", "UJ_IDLE_POLL_MAX": ""}
 IDLE_CEILING_S = 2.0  # IDLE_POLL_MAX's default
-# A fragment of the job_claim statement (drivers/sql/queries.sql).
-CLAIM_MARK = "%lapsed AS MATERIALIZED%"
+# The start of the job_claim statement (drivers/sql/queries.sql): only its
+# first 1,024 bytes are in pg_stat_activity (track_activity_query_size).
+CLAIM_MARK = "WITH clock AS MATERIALIZED%"
 
 
 class ClaimPasses:
