@@ -13,6 +13,7 @@ from uuid import UUID
 
 from .drivers import get_driver
 from .drivers.base import JobRecord, PausedName, QueueStats, WorkerRecord
+from .drivers.steps_base import StepRecord
 from .errors import JobIdInvalid, JobNotFound
 from .registry import get_job
 from .retry import backoff_delay_ms
@@ -53,10 +54,17 @@ def show(job_id: str | UUID) -> dict[str, Any]:
     Raises:
         JobIdInvalid, JobNotFound.
     """
-    record = get_driver().get(parse_job_id(job_id))
+    driver = get_driver()
+    record = driver.get(parse_job_id(job_id))
     if record is None:
         raise JobNotFound("no job has that id", meta={"id": str(job_id)})
-    return _job_dict(record)
+    answer = _job_dict(record)
+    store = getattr(driver, "steps", None)
+    steps = [] if store is None else list(store.list(record.run_id).values())
+    answer["steps"] = [
+        _step_dict(step) for step in sorted(steps, key=lambda s: s.started_at)
+    ]
+    return answer
 
 
 def retry(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:
@@ -158,3 +166,20 @@ def _worker(entry: WorkerRecord) -> dict[str, Any]:
     for key in ("started_at", "heartbeat_at", "expires_at"):
         data[key] = data[key].isoformat()
     return data
+
+
+def _step_dict(step: StepRecord) -> dict[str, Any]:
+    duration = None
+    if step.completed_at is not None:
+        duration = round((step.completed_at - step.started_at).total_seconds() * 1000)
+    return {
+        "name": step.name,
+        "status": step.status,
+        "started_at": step.started_at.isoformat(),
+        "completed_at": step.completed_at.isoformat() if step.completed_at else None,
+        "wake_at": step.wake_at.isoformat() if step.wake_at else None,
+        "duration_ms": duration,
+        "attempts": step.attempts,
+        "event": step.event,
+        "error": step.error,
+    }

@@ -240,3 +240,21 @@ def test_retry_from_a_step_reruns_it_and_the_later_ones(driver, declared, clock)
     driver.requeue(enqueued.id, from_step="b")
     drain(driver)
     assert calls == ["a", "b", "c", "b", "c"]
+
+
+def test_jobs_show_lists_the_steps_of_a_run(driver, declared, clock):
+    """The operator's show answers each step with its status and timing."""
+    from django_ultimate_jobs import operator
+
+    @declared()
+    def shown(ctx):
+        ctx.step.run("first", lambda: 1)
+        ctx.step.sleep("rest", "1h")
+
+    enqueued = shown.enqueue()
+    drain(driver)
+    steps = operator.show(enqueued.id)["steps"]
+    assert [(s["name"], s["status"]) for s in steps] == [
+        ("first", "completed"),
+        ("rest", "sleeping"),
+    ]

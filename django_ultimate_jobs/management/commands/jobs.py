@@ -78,6 +78,10 @@ def _human(verb: str, answer: Any) -> str:
             lines.append(f"  last error: {answer['last_error']}")
         if verb == "show" and answer.get("retry_delays_ms"):
             lines.append(f"  retries left, ms: {answer['retry_delays_ms']}")
+        for step in answer.get("steps", []):
+            took = "" if step["duration_ms"] is None else f" {step['duration_ms']} ms"
+            error = f" error: {step['error']}" if step["error"] else ""
+            lines.append(f"  step {step['name']}: {step['status']}{took}{error}")
         return "\n".join(lines)
     if verb == "rm":
         return f"removed {answer['id']}"
