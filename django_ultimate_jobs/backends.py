@@ -95,6 +95,10 @@ class UltimateTask(Task):
 class UltimateJobsBackend(BaseTaskBackend):
     """Durable ``django.tasks`` on PostgreSQL: every ``supports_*`` is True.
 
+    Attributes:
+        policy: the :class:`~django_ultimate_jobs.tasks.policy.TaskPolicy`
+            built from ``OPTIONS`` (every task's defaults).
+
     Raises:
         ImproperlyConfigured: no ``django.tasks`` is installed (Django 5.2
             without the ``django-tasks`` backport), or ``OPTIONS`` / ``QUEUES``

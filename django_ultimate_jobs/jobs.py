@@ -187,6 +187,10 @@ class JobHandle(Generic[R]):
         """
         return self.retry
 
+    def timeout_for(self, given: Mapping[str, Any]) -> int | None:
+        """The attempt timeout (ms) for a run with this input (the declared one)."""
+        return self.timeout_ms
+
     def describe(self) -> dict[str, Any]:
         """A JSON-safe description (for ``jobs show`` and manifests)."""
         return {

@@ -1,6 +1,7 @@
 """Settings for the test suite: a real PostgreSQL from DATABASE_URL."""
 
 import os
+from importlib.util import find_spec
 
 from django_ultimate_jobs.dburl import database_from_url
 
@@ -26,7 +27,18 @@ INSTALLED_APPS = [
     "pgtrigger",
     "django_ultimate_jobs",
     "tests.jobsapp",
+    "tests.tasksapp",
 ]
+
+# django.tasks: Django's own from 6.0, else the django-tasks backport (5.2).
+_TASKS_PACKAGE: str | None
+if find_spec("django.tasks") is not None:
+    _TASKS_PACKAGE = "django.tasks"
+elif find_spec("django_tasks") is not None:
+    _TASKS_PACKAGE = "django_tasks"
+    INSTALLED_APPS.append("django_tasks")
+else:
+    _TASKS_PACKAGE = None
 
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -50,3 +62,18 @@ TEMPLATES = [
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 ULTIMATE_JOBS = {"QUEUES": ["default"]}
+
+_ULTIMATE_BACKEND = "django_ultimate_jobs.backends.UltimateJobsBackend"
+TASKS = {
+    "default": {
+        "BACKEND": _ULTIMATE_BACKEND,
+        "QUEUES": ["default"],
+        "OPTIONS": {"delay": "1s", "max_delay": "1m"},
+    },
+    # Any queue (tests/tasksapp: "emails", which runjobs does not claim).
+    "second": {"BACKEND": _ULTIMATE_BACKEND, "QUEUES": []},
+}
+if _TASKS_PACKAGE is not None:
+    TASKS["immediate"] = {
+        "BACKEND": f"{_TASKS_PACKAGE}.backends.immediate.ImmediateBackend"
+    }

@@ -44,6 +44,10 @@ LEASE_LAPSED_FINAL_ATTEMPT = (
     "X_JOB_LEASE_LOST: the lease lapsed on the final attempt (the worker died or "
     "stalled); no attempts remain (fix: python manage.py jobs retry <id>)"
 )
+LEASE_LAPSED_RECLAIMED = (
+    "X_JOB_LEASE_LOST: the lease lapsed (the worker died or stalled); the job was "
+    "claimed again"
+)
 MAX_ERROR_STACK_LENGTH = 8_000
 MAX_BULK_ROWS = 1_000
 

@@ -34,6 +34,7 @@ from ..states import FINISHED_STATES, PROMOTABLE_STATES, JobState
 from ..wake import wake_hub
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
+    LEASE_LAPSED_RECLAIMED,
     AckRequest,
     ClaimedJob,
     ClaimIdentity,
@@ -189,6 +190,9 @@ class MemoryDriver:
                 if row.state == JobState.RUNNING and row.attempt >= row.max_attempts:
                     buried.append(self._bury(row, options.drop_exhausted, now))
                     continue
+                if row.state == JobState.RUNNING:
+                    # A lapsed lease re-taken: the dead attempt gets its entry.
+                    row.add_history(now, row.claimed_by, LEASE_LAPSED_RECLAIMED)
                 self._jobs.move(row, JobState.RUNNING)
                 row.attempt += 1  # counted at claim: a crash mid-run spends it
                 row.claims += 1

@@ -33,6 +33,7 @@ from ..ids import uuid7
 from ..states import parse_state
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
+    LEASE_LAPSED_RECLAIMED,
     AckRequest,
     ClaimedJob,
     ClaimIdentity,
@@ -247,6 +248,7 @@ class PostgresDriver:
                 "visibility_ms": options.visibility_ms,
                 "drop": sorted(options.drop_exhausted),
                 "lapsed_error": LEASE_LAPSED_FINAL_ATTEMPT,
+                "relapsed_error": LEASE_LAPSED_RECLAIMED,
                 "registry_ttl_ms": options.registry_ttl_ms,
             },
         )

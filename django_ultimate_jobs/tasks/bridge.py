@@ -171,7 +171,9 @@ def _payload(given: Mapping[str, Any]) -> TaskPayload:
 
 
 def _running_result(ctx: JobContext, task: Task, payload: TaskPayload) -> TaskResult:
-    record = get_driver().get(ctx.job_id)
+    # The attempt's own driver (run_jobs(driver=...) may not be the installed one).
+    driver = getattr(ctx, "_driver", None) or get_driver()
+    record = driver.get(ctx.job_id)
     if record is None:  # removed while running: nothing to describe
         raise TaskInvalid("the job row disappeared while its task was starting")
     return result_from_record(task, record, payload)
@@ -203,8 +205,10 @@ def _run_coroutine(
         running = asyncio.ensure_future(func(*args, **kwargs))
 
         def stop(_reason: object) -> None:
-            if not loop.is_closed():
+            try:
                 loop.call_soon_threadsafe(running.cancel)
+            except RuntimeError:  # the loop already closed: the task is over
+                pass
 
         token.on_cancel(stop)
         try:

@@ -69,15 +69,15 @@ else:
         SOURCE = "django.tasks"
     except ImportError:
         try:
-            from django_tasks import (
+            from django_tasks import task_backends
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import (
                 Task,
                 TaskContext,
+                TaskError,
                 TaskResult,
                 TaskResultStatus,
-                task_backends,
             )
-            from django_tasks.backends.base import BaseTaskBackend
-            from django_tasks.base import TaskError
             from django_tasks.exceptions import (
                 InvalidTaskBackendError as InvalidTaskBackend,
             )

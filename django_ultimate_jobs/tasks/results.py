@@ -3,9 +3,10 @@
 Each counted attempt left one entry in the row's ``history`` (attempt,
 worker, time and, for a failure, the stored error text), so ``errors`` has
 one ``TaskError`` per failed attempt and ``worker_ids`` one id per attempt.
-An attempt whose worker died leaves no entry (its lease lapsed and the next
-claim took over): such a gap in the attempt numbers is reported as a
-``JobLeaseLost`` error from an ``"unknown"`` worker, so ``attempts`` still
+An attempt whose worker died gets its entry from the claim that re-takes
+its lapsed lease (``X_JOB_LEASE_LOST``, with the dead worker's id); a gap in
+the attempt numbers (rows written before that entry existed) is reported as
+a ``JobLeaseLost`` error from an ``"unknown"`` worker, so ``attempts`` still
 counts it. Only the latest failure keeps its full traceback; earlier ones
 carry their stored error text.
 """

@@ -199,6 +199,21 @@ class DriverConformance(OperatorConformance):
         assert record.result == {"ok": True}
         assert record.claimed_at == clock.now()
 
+    def test_a_lapsed_attempt_gets_a_history_entry_when_re_claimed(self, lane, clock):
+        """The dead attempt's worker and the lease-lapse error are kept."""
+        enqueued = lane.enqueue()
+        lane.claim_one("worker-a")
+        clock.advance(milliseconds=VISIBILITY_MS + 1)
+        again = lane.claim_one("worker-b")
+        assert lane.ack(again)
+        record = lane.driver.get(enqueued.id)
+        assert record is not None and record.history is not None
+        assert [(e["attempt"], e["worker"]) for e in record.history] == [
+            (1, "worker-a"),
+            (2, "worker-b"),
+        ]
+        assert record.history[0]["error"].startswith("X_JOB_LEASE_LOST")
+
     def test_claimed_once_and_settled_by_ack(self, lane):
         """A row is claimed once, an ack settles it, and nothing stays running."""
         enqueued = lane.enqueue()

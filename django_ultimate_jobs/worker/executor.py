@@ -92,6 +92,7 @@ class Attempt:
         "handle",
         "renewed",
         "started",
+        "timeout_ms",
         "token",
     )
 
@@ -104,6 +105,7 @@ class Attempt:
         self.renewed = self.started
         """When a lease renewal last landed (the worker's own clock)."""
         self.deadline: float | None = None
+        self.timeout_ms: int | None = None
         self.ctx: JobContext | None = None
         self.abandoned = False
         self._settled = False
@@ -112,9 +114,10 @@ class Attempt:
     def start(self) -> None:
         """The body starts now: its duration and its deadline count from here."""
         self.started = time.monotonic()
-        timeout_ms = self.handle.timeout_ms if self.handle is not None else None
-        if timeout_ms is not None:
-            self.deadline = self.started + timeout_ms / 1000
+        if self.handle is not None:
+            self.timeout_ms = self.handle.timeout_for(self.claimed.input)
+        if self.timeout_ms is not None:
+            self.deadline = self.started + self.timeout_ms / 1000
 
     def take_settlement(self) -> bool:
         """Claim the right to settle this attempt (only the first caller wins)."""

@@ -482,7 +482,7 @@ class Worker:
                 if a.deadline is not None and a.deadline <= now and not a.settled
             ]
         for attempt in due:
-            timeout_ms = attempt.handle.timeout_ms if attempt.handle else None
+            timeout_ms = attempt.timeout_ms
             reason = JobTimeout(
                 f"{attempt.claimed.name} passed its timeout of {timeout_ms} ms"
             )
@@ -579,7 +579,7 @@ class Worker:
     def _deadline_timer(self, attempt: Attempt) -> threading.Timer | None:
         if attempt.deadline is None:
             return None
-        timeout_ms = attempt.handle.timeout_ms if attempt.handle else None
+        timeout_ms = attempt.timeout_ms
         timer = threading.Timer(
             max(0.0, attempt.deadline - time.monotonic()),
             attempt.token.cancel,

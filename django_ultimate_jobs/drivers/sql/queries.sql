@@ -215,6 +215,12 @@ WITH clock AS MATERIALIZED (
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+           -- A lapsed lease re-taken: the dead attempt still gets its entry.
+           history = CASE WHEN j.state = 'running'
+                          THEN coalesce(j.history, '[]'::jsonb) || jsonb_build_array(
+                               jsonb_build_object('attempt', j.attempt, 'worker', j.claimed_by,
+                                                  'at', clock.now, 'error', %(relapsed_error)s::text))
+                          ELSE j.history END,
            claimed_by = %(worker)s, claimed_at = clock.now,
            visible_at = clock.now + %(visibility_ms)s * interval '1 millisecond',
            updated_at = clock.now

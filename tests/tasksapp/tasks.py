@@ -1,0 +1,110 @@
+"""Plain ``@task`` functions run by tests/test_tasks_backend.py.
+
+Imported by the tests (and by workers through the bridge's import_string),
+never by Django at start-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from django_ultimate_jobs import Terminal
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
+
+CALLS: list[str] = []
+"""What ran in this process, in order (priority and refusal tests)."""
+
+
+@task
+def add(a, b):
+    return a + b
+
+
+@task
+def echo(*args, **kwargs):
+    return {"args": list(args), "kwargs": kwargs}
+
+
+@task
+def record(label):
+    CALLS.append(label)
+    return label
+
+
+@task(queue_name="emails", backend="second")
+def send_email(to):
+    CALLS.append(f"email:{to}")
+    return to
+
+
+@task(takes_context=True)
+def flaky(context, fail_times):
+    """Fails on its first ``fail_times`` attempts, then answers its attempt number."""
+    if context.attempt <= fail_times:
+        raise ValueError(f"failing on attempt {context.attempt}")
+    return {
+        "attempt": context.attempt,
+        "result_id": context.task_result.id,
+        "workers": list(context.task_result.worker_ids),
+    }
+
+
+@task(attempts=2, backoff="fixed", delay="10s")
+def always_fails():
+    raise RuntimeError("always")
+
+
+@task
+def refuses():
+    raise Terminal("the card was declined")
+
+
+@task
+async def async_double(x):
+    await asyncio.sleep(0)
+    return x * 2
+
+
+@task(takes_context=True)
+async def async_context(context):
+    await asyncio.sleep(0)
+    return context.attempt
+
+
+@task(timeout="200ms", attempts=1)
+async def async_sleeper(seconds):
+    await asyncio.sleep(seconds)
+    return "woke"
+
+
+@task(timeout="100ms", attempts=1)
+def sync_sleeper(seconds):
+    time.sleep(seconds)
+    return "woke"
+
+
+@task(idempotency_key=lambda order_id: f"order:{order_id}")
+def keyed(order_id):
+    return order_id
+
+
+@task
+def returns_object():
+    CALLS.append("returns_object")
+    return object()
+
+
+def plain_function():
+    """Not a task: the bridge must refuse to call it."""
+    CALLS.append("plain_function")
+
+
+@task(backend="immediate")
+def on_immediate():
+    """Bound to Django's ImmediateBackend: the bridge must refuse it."""
+    CALLS.append("on_immediate")
