@@ -126,7 +126,8 @@ class StepApi:
         if record is not None and record.status == "completed":
             self.replayed.append(name)
             return record.output
-        self._token.raise_if_cancelled()
+        if self._token.is_set():
+            raise Aborted(f"step {name!r} refused: the attempt was cancelled")
         started = record.started_at if record is not None else self._now()
         try:
             if atomic:

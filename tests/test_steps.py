@@ -258,3 +258,46 @@ def test_jobs_show_lists_the_steps_of_a_run(driver, declared, clock):
         ("first", "completed"),
         ("rest", "sleeping"),
     ]
+
+
+def test_step_writes_after_cancellation_are_refused_with_x_aborted(driver, declared):
+    """Once the attempt's token is set (its timeout here), a step is refused."""
+    seen = []
+
+    @declared(timeout="100ms")
+    def late(ctx):
+        ctx.cancellation.wait(5)
+        try:
+            ctx.step.run("too-late", lambda: 1)
+        except Exception as error:
+            seen.append(error.code)
+            raise
+
+    enqueued = late.enqueue()
+    (execution,) = drain(driver)
+    assert seen == ["X_ABORTED"]
+    assert execution.outcome == "retried"
+    assert driver.get(enqueued.id).last_error.startswith("X_JOB_TIMEOUT")
+    assert "too-late" not in driver.steps.list(enqueued.id)
+
+
+def test_a_step_past_its_step_timeout_fails_the_attempt(driver, declared):
+    """step_timeout sets the token at the step's deadline, then fails X_JOB_TIMEOUT."""
+    observed = []
+
+    @declared(step_timeout="100ms")
+    def slow_step(ctx):
+        def work():
+            observed.append(ctx.cancellation.wait(5))
+            return "late"
+
+        return ctx.step.run("slow", work)
+
+    enqueued = slow_step.enqueue()
+    (execution,) = drain(driver)
+    assert observed == [True]
+    assert execution.outcome == "retried"
+    assert driver.get(enqueued.id).last_error.startswith("X_JOB_TIMEOUT")
+    assert driver.steps.list(enqueued.id).get("slow") is None or (
+        driver.steps.list(enqueued.id)["slow"].status != "completed"
+    )
