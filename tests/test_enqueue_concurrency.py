@@ -43,7 +43,9 @@ def racer_count() -> int:
         )
         others = int(cursor.fetchone()[0])
     connection.close()  # reopened by the fixtures after the race
-    count = min(WANTED_THREADS, limit - others)
+    # Sessions come and go on a shared server: when others are connected,
+    # keep a few slots free for them rather than race them to the limit.
+    count = min(WANTED_THREADS, limit - others - (5 if others else 0))
     assert count >= 10, f"only {count} connections free on this server; no real race"
     if count < WANTED_THREADS:
         print(f"racing {count} threads: {others} other sessions hold connections")
