@@ -99,7 +99,7 @@ WITH clock AS (
            history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
                'attempt', j.attempt, 'worker', s.worker, 'at', clock.now))
       FROM settle s, clock
-     WHERE j.id = s.id AND j.state = 'running'
+     WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = s.id AND j.state = 'running'
        AND j.claimed_by = s.worker AND j.claims = s.claim
     RETURNING j.id, j.name, s.duration_ms, s.counted
 ), counted AS (
@@ -150,7 +150,10 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
 -- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
 -- row and update more rows than the limit (Oban documents that pitfall).
--- The attempt counts at claim, so a crash mid-run still spends it.
+-- The attempt counts at claim, so a crash mid-run still spends it. The
+-- updates find their rows by id = ANY(ARRAY(...)): joined to the picked CTE
+-- instead, the planner (which cannot see into it) chose a sequential scan
+-- of the whole table per claim once the picks were estimated at 64 rows.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), waiting AS MATERIALIZED (
@@ -205,8 +208,9 @@ WITH clock AS MATERIALIZED (
            history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
                'attempt', j.attempt, 'worker', j.claimed_by, 'at', clock.now,
                'error', %(lapsed_error)s::text))
-      FROM picked, clock
-     WHERE j.id = picked.id AND j.state = 'running' AND j.attempt >= j.max_attempts
+      FROM clock
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+       AND j.state = 'running' AND j.attempt >= j.max_attempts
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
               j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
               j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
@@ -224,8 +228,9 @@ WITH clock AS MATERIALIZED (
            claimed_by = %(worker)s, claimed_at = clock.now,
            visible_at = clock.now + %(visibility_ms)s * interval '1 millisecond',
            updated_at = clock.now
-      FROM picked, clock
-     WHERE j.id = picked.id AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
+      FROM clock
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+       AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
               j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
               j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
@@ -372,7 +377,7 @@ UPDATE ultimate_jobs_job AS j
                     + %(visibility_ms)s * interval '1 millisecond'
   FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[])
        AS h(id, worker, claim)
- WHERE j.id = h.id AND j.state = 'running'
+ WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = h.id AND j.state = 'running'
    AND (h.worker IS NULL OR j.claimed_by = h.worker)
    AND (h.claim IS NULL OR j.claims = h.claim)
 RETURNING j.id;
