@@ -140,19 +140,38 @@ class JobContext:
         self.tenant = tenant
         self.enqueued_by = enqueued_by
         self.cancellation = cancellation
-        self.logger = logging.LoggerAdapter(
-            logging.getLogger("django_ultimate_jobs.job"),
-            {"job": name, "job_id": str(job_id), "attempt": attempt},
-        )
         self._identity = identity
         self._driver = driver
-        self.step: StepApi | None = None
-        """Durable steps of this run (``run``, ``sleep``, ``wait_for_event``)."""
+        self._logger: logging.LoggerAdapter[logging.Logger] | None = None
+        self._step: StepApi | None = None
+        self._step_factory: Callable[[], StepApi | None] | None = None
         self._pending: dict[str, Any] | None = None
         self._last_write = -math.inf
 
     def __repr__(self) -> str:
         return f"<JobContext {self.name} {self.job_id} attempt={self.attempt}>"
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger carrying the job's name, id and attempt."""
+        if self._logger is None:
+            self._logger = logging.LoggerAdapter(
+                logging.getLogger("django_ultimate_jobs.job"),
+                {"job": self.name, "job_id": str(self.job_id), "attempt": self.attempt},
+            )
+        return self._logger
+
+    @property
+    def step(self) -> StepApi:
+        """Durable steps of this run (``run``, ``sleep``, ``wait_for_event``).
+
+        Built on first use: a job without steps pays nothing for them.
+        """
+        if self._step is None and self._step_factory is not None:
+            self._step = self._step_factory()
+        if self._step is None:
+            raise AttributeError("durable steps need a driver with a step store")
+        return self._step
 
     @property
     def worker_id(self) -> str | None:

@@ -163,7 +163,7 @@ def run_attempt(
         identity=claimed.identity,
         driver=driver,
     )
-    ctx.step = _step_api(attempt, driver)
+    ctx._step_factory = lambda: _step_api(attempt, driver)
     attempt.ctx = ctx
     error: BaseException | None = None
     result: Any = None
