@@ -258,7 +258,10 @@ class PostgresDriver:
             if row[9] == "running":
                 claimed.append(_claimed(row))
             else:
-                buried.append(_record(row))
+                # Rare (a final attempt's lease lapsed): read the whole row.
+                record = self.get(row[0])
+                if record is not None:
+                    buried.append(record)
         return ClaimResult(claimed, buried)
 
     def ack(self, request: AckRequest) -> bool:
@@ -603,7 +606,10 @@ def _record(row: Sequence[Any]) -> JobRecord:
 
 
 def _claimed(row: Sequence[Any]) -> ClaimedJob:
-    visible_at: datetime = row[19]
+    # The job_claim projection: id, name, queue, input, idempotency_key,
+    # run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
+    # claims, visible_at, enqueued_by, traceparent, claimed_at.
+    visible_at: datetime = row[13]
     return ClaimedJob(
         id=row[0],
         name=row[1],
@@ -614,11 +620,11 @@ def _claimed(row: Sequence[Any]) -> ClaimedJob:
         attempt=row[6],
         max_attempts=row[7],
         priority=row[8],
-        tenant_id=row[13],
-        claimed_by=row[17],
-        claims=row[18],
+        tenant_id=row[10],
+        claimed_by=row[11],
+        claims=row[12],
         visible_at=visible_at,
-        enqueued_by=row[20],
-        traceparent=row[21],
-        claimed_at=row[22],
+        enqueued_by=row[14],
+        traceparent=row[15],
+        claimed_at=row[16],
     )

@@ -54,6 +54,8 @@ _SETTLE_BATCH = 256
 _SETTLE_GATHER_S = 0.002
 DRAIN_CANCEL_MARGIN_S = 2.0
 COUNTER_ROLLUP_INTERVAL_S = 600.0
+SHORT_JOB_MS = 50
+"""Below this mean attempt duration a worker claims a whole batch ahead."""
 
 
 def new_worker_id() -> str:
@@ -94,6 +96,7 @@ class Worker:
         self._keeper_stop = threading.Event()
         self._registry_due = True
         self._announced = False
+        self._mean_ms = float(SHORT_JOB_MS)  # cautious until jobs are measured
         self._cutoff_at: float | None = None
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
@@ -189,18 +192,25 @@ class Worker:
         with self._lock:
             return len(self._held)
 
+    def _capacity(self) -> int:
+        # Jobs held beyond the running slots, so slots never wait on a claim
+        # round trip: a whole claim batch while jobs are short (their leases
+        # are settled within milliseconds), one per slot once they are not,
+        # so long jobs are not hoarded away from other workers.
+        short = self._mean_ms < SHORT_JOB_MS
+        ahead = self.config.claim_batch if short else self.config.concurrency
+        return self.config.concurrency + ahead
+
+    def _worth_claiming(self) -> int:
+        # A claim waits until half of what may be held ahead is free, rather
+        # than paying a round trip for a row or two.
+        return max(1, (self._capacity() - self.config.concurrency) // 2)
+
     def _loop(self) -> None:
-        # Up to one claim batch is held beyond the running slots, so slots
-        # never wait on a claim round trip; a claim waits until at least
-        # half a batch is free rather than paying a round trip for one row.
-        capacity = self.config.concurrency + self.config.claim_batch
-        worth_claiming = max(
-            1, min(self.config.claim_batch // 2, self.config.concurrency)
-        )
         while self.state == "running":
             held = self.held_count()
-            free = capacity - held - self._stuck
-            if free <= 0 or (held > 0 and free < worth_claiming):
+            free = self._capacity() - held - self._stuck
+            if free <= 0 or (held > 0 and free < self._worth_claiming()):
                 self._wake.wait(self.config.poll_ms / 1000)
                 self._wake.clear()
                 continue
@@ -210,6 +220,9 @@ class Worker:
                 logger.exception(
                     "jobs.worker.tick-failed", extra={"worker_id": self.id}
                 )
+                # A lost connection stays lost until closed: reconnect on the
+                # next pass (a database restart must not stop the worker).
+                _reset_broken_connections()
                 self._wake.wait(self.config.poll_ms / 1000)
                 continue
             if buried:
@@ -354,6 +367,7 @@ class Worker:
                     self._settler.settle(batch)
                 except Exception:
                     logger.exception("jobs.worker.settle-failed")
+                    _reset_broken_connections()
                     for execution in batch:
                         self._settled(execution)
                 if stop:
@@ -364,6 +378,9 @@ class Worker:
     def _settled(self, execution: Execution) -> None:
         with self._lock:
             self._held.pop(execution.claimed.id, None)
+            held = len(self._held)
+            # A running mean of attempt durations decides how far to claim ahead.
+            self._mean_ms += (execution.duration_ms - self._mean_ms) * 0.05
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
             if execution.outcome != "suspended" or execution.handle is not None:
                 self.processed += 1
@@ -373,7 +390,10 @@ class Worker:
             )
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
-        self._wake.set()
+        # Wake the claim loop only once a claim is worth it again: a wake per
+        # settled job was most of what the loop did between claims.
+        if self._capacity() - held - self._stuck >= self._worth_claiming():
+            self._wake.set()
 
     # -- leases, deadlines, registry, drain -------------------------------------
 
@@ -404,6 +424,7 @@ class Worker:
                 )
             except Exception:
                 logger.warning("jobs.heartbeat.failed", exc_info=True)
+                _reset_broken_connections()
                 landed = None
             now = time.monotonic()
             for attempt in held:

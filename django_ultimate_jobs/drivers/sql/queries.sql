@@ -150,7 +150,10 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
 -- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
 -- row and update more rows than the limit (Oban documents that pitfall).
--- The attempt counts at claim, so a crash mid-run still spends it. The
+-- Claimed rows come back with only what a worker needs (no history, no
+-- error text: each column costs a decode per row); the rare buried rows are
+-- read in full by the driver afterwards. The attempt counts at claim, so a
+-- crash mid-run still spends it. The
 -- updates find their rows by id = ANY(ARRAY(...)): joined to the picked CTE
 -- instead, the planner (which cannot see into it) chose a sequential scan
 -- of the whole table per claim once the picks were estimated at 64 rows.
@@ -211,11 +214,9 @@ WITH clock AS MATERIALIZED (
       FROM clock
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
        AND j.state = 'running' AND j.attempt >= j.max_attempts
-    RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
-              j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
-              j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
-              j.result, j.history
+    RETURNING j.id, j.name, j.queue, NULL::jsonb AS input, j.idempotency_key, j.run_id,
+              j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
@@ -231,11 +232,9 @@ WITH clock AS MATERIALIZED (
       FROM clock
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
        AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
-    RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id, j.attempt,
-              j.max_attempts, j.priority, j.state, j.run_at, j.created_at, j.updated_at,
-              j.tenant_id, j.last_error, j.last_error_stack, j.progress, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
-              j.result, j.history
+    RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
+              j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
