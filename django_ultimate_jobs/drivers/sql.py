@@ -14,6 +14,7 @@ from typing import LiteralString, cast
 __all__ = ["queries", "query"]
 
 _HEADER = re.compile(r"^-- name: ([a-z0-9_]+)\s*$", re.MULTILINE)
+_LAYOUT = re.compile(r"\s+")
 
 
 @cache
@@ -23,11 +24,17 @@ def queries() -> dict[str, LiteralString]:
     parts = _HEADER.split(text)[1:]
     named: dict[str, LiteralString] = {}
     for name, body in zip(parts[::2], parts[1::2], strict=True):
+        # Comment lines (indented ones too) go: the statement is collapsed
+        # onto one line below, where a comment would swallow the rest.
         statement = "\n".join(
-            line for line in body.splitlines() if not line.startswith("--")
+            line for line in body.splitlines() if not line.lstrip().startswith("--")
         ).strip()
         if name in named:
             raise ValueError(f"queries.sql names {name!r} twice")
+        # Collapse the layout: psycopg caches a statement's placeholder
+        # conversion only up to 4,096 bytes, and the claim runs many times a
+        # second (no statement has a string literal with repeated spaces).
+        statement = _LAYOUT.sub(" ", statement)
         # The file ships inside the package: it is as trusted as source code.
         named[name] = cast(LiteralString, statement.rstrip(";"))
     return named
