@@ -1,0 +1,1 @@
+"""The jobs the benches run (installed by bench/bench_settings.py)."""

@@ -1,0 +1,33 @@
+"""Bench jobs (autodiscovered like any app's jobs.py).
+
+``bench.latency`` writes its start time into ``bench_latency``, a plain table
+the throughput bench creates with raw SQL (no migration for the bench app).
+"""
+
+import time
+
+from django.db import connection
+
+from django_ultimate_jobs import job
+
+LATENCY_TABLE = "bench_latency"
+
+
+@job(name="bench.noop")
+def noop(ctx):
+    return None
+
+
+@job(name="bench.sleep5")
+def sleep5(ctx):
+    time.sleep(0.005)
+
+
+@job(name="bench.latency")
+def latency(ctx):
+    started = time.time()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {LATENCY_TABLE} (job_id, started) VALUES (%s, %s)",
+            [ctx.job_id, started],
+        )

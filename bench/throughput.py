@@ -1,0 +1,643 @@
+"""Worker throughput, pickup latency and memory, beside a raw-psycopg baseline.
+
+Run from the repository root (see bench/README.md)::
+
+    ./dev run python bench/throughput.py
+    DATABASE_URL=postgresql://postgres@127.0.0.1:5432/postgres python bench/throughput.py
+
+It (re)creates the database ``ultimate_jobs_bench_tp`` on the server of
+``DATABASE_URL``, migrates it with ``bench.bench_settings`` (the test settings
+plus the ``bench.benchjobs`` app), then measures in one run, for the real
+worker (``runjobs --concurrency 8 --queues default``, one subprocess per
+worker process) and for the ideal loop of bench/baseline.py:
+
+1. no-op drain: N pre-enqueued ``bench.noop`` jobs (``enqueue_many``),
+   drained by 1 process x 8 threads and by 2 independent processes x 8;
+2. 5 ms drain: N ``bench.sleep5`` jobs, 1 process x 8 threads, against what
+   the slots allow (8 / 5 ms = 1,600 jobs/s);
+3. pickup latency: one idle worker; ``bench.latency`` jobs enqueued one by
+   one in autocommit, 20 ms apart; latency = handler start - the moment the
+   enqueue's commit returned (both ``time.time()``, same machine);
+4. peak RSS of every worker process: its VmHWM (/proc/<pid>/status), read
+   every 20 ms until it exits. (Not ``ru_maxrss``: a child inherits the
+   high-water mark of the parent it was forked from, here ~65 MiB.)
+
+How a drain is timed. The bench takes ACCESS EXCLUSIVE on the job table
+(the "gate") before starting the processes, so each process boots Django,
+starts its threads, prints its ready line (``runjobs <id>: ...`` or
+``baseline ready``) and then blocks in its first claim. Once every process
+is ready the gate opens: start = the gate's commit, so Django startup (and
+the skew between two processes' startups) is excluded, and the end is the
+newest ``updated_at`` of the done rows (the database clock of this machine).
+The drain processes run with ``--burst`` and exit when idle.
+
+Each workload runs ``BENCH_TP_ROUNDS`` times (default 3), the systems
+interleaved (baseline, ours, baseline, ours...); the table shows medians,
+``bench/results/throughput.json`` every round. Knobs: ``BENCH_TP_JOBS``
+(10000), ``BENCH_TP_LATENCY_JOBS`` (200), ``BENCH_TP_ROUNDS`` (3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+BENCH_DB = "ultimate_jobs_bench_tp"
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+SETTINGS = "bench.bench_settings"
+RESULTS = ROOT / "bench" / "results" / "throughput.json"
+
+JOBS = int(os.environ.get("BENCH_TP_JOBS", "10000"))
+LATENCY_JOBS = int(os.environ.get("BENCH_TP_LATENCY_JOBS", "200"))
+ROUNDS = int(os.environ.get("BENCH_TP_ROUNDS", "3"))
+THREADS = 8
+SLEEP_S = 0.005
+SLOTS_RATE = THREADS / SLEEP_S  # what 8 slots of 5 ms jobs allow: 1,600/s
+LATENCY_GAP_S = 0.020
+LATENCY_WARMUP_JOBS = 5
+ENQUEUE_CHUNK = 2000
+GATE_SETTLE_S = 0.5  # after the last ready line, so every first claim waits on the gate
+IDLE_SETTLE_S = 2.0  # before the latency run: the wake probe has come back
+READY_TIMEOUT_S = 120
+RSS_SAMPLE_S = 0.020
+# The baseline claims 100 rows per thread, but 10 for the 5 ms jobs: 100 of
+# them hold a thread for 0.5 s, so the last round of claims leaves most
+# threads idle (about 8% of a 10,000-job drain) and the "ideal" would be
+# worse than the slots allow for a reason that is not the database.
+RAW_BATCH = 100
+RAW_BATCH_SLEEP5 = 10
+
+TARGETS = {
+    "noop_ratio": 0.25,
+    "noop_ratio_stretch": 0.5,
+    "sleep5_ratio": 0.8,
+    "latency_p50_ms": 5.0,
+    "latency_p99_ms": 15.0,
+    "rss_mib": 80.0,
+}
+
+OURS = "ultimate_jobs"
+RAW = "raw psycopg"
+
+
+# -- database ---------------------------------------------------------------
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointing at database ``name`` (query options such as host= kept)."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def recreate_database(base_url: str) -> None:
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        name = sql.Identifier(BENCH_DB)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+
+
+def hold_bench_lock(base_url: str) -> psycopg.Connection:
+    """Serialise runs of this bench on one server: a second run waits here
+    rather than dropping the database under the first. Held until exit."""
+    conn = psycopg.connect(base_url, autocommit=True)
+    key = f"django-ultimate-jobs bench {BENCH_DB}"
+    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[
+        0
+    ]:
+        print(
+            f"another run holds {BENCH_DB}; waiting for it to finish...",
+            file=sys.stderr,
+            flush=True,
+        )
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    return conn
+
+
+def setup_django(bench_url: str) -> None:
+    """Configure Django on the bench database, migrate, add the latency table."""
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ["DJANGO_SETTINGS_MODULE"] = SETTINGS
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    execute(
+        "CREATE TABLE IF NOT EXISTS bench_latency "
+        "(job_id uuid PRIMARY KEY, started double precision NOT NULL)"
+    )
+
+
+def execute(statement: str, params: tuple = ()) -> list[tuple]:
+    """Run one statement on the bench process's Django connection (autocommit)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def reset_tables() -> None:
+    execute(
+        "TRUNCATE ultimate_jobs_job, ultimate_jobs_job_counter, ultimate_jobs_worker, "
+        "ultimate_jobs_step, bench_latency"
+    )
+
+
+def enqueue_pending(job_name: str, count: int) -> None:
+    from django_ultimate_jobs.registry import get_job
+
+    handle = get_job(job_name)
+    for start in range(0, count, ENQUEUE_CHUNK):
+        handle.enqueue_many([{}] * min(ENQUEUE_CHUNK, count - start))
+    execute("ANALYZE ultimate_jobs_job")
+
+
+class Gate:
+    """ACCESS EXCLUSIVE on the job table: every first claim waits behind it."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url)
+        self.conn.execute("LOCK TABLE ultimate_jobs_job IN ACCESS EXCLUSIVE MODE")
+
+    def open(self) -> float:
+        opened = time.time()
+        self.conn.commit()
+        self.conn.close()
+        return opened
+
+    def close(self) -> None:
+        if not self.conn.closed:
+            self.conn.rollback()
+            self.conn.close()
+
+
+# -- worker processes -------------------------------------------------------
+
+
+class Proc:
+    """One worker subprocess: its ready line, its output, its peak RSS."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], ready_prefix: str) -> None:
+        self.ready_prefix = ready_prefix
+        self.ready = threading.Event()
+        self.ready_at: float | None = None
+        self.lines: list[str] = []
+        self.spawned = time.time()
+        self.popen = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.returncode: int | None = None
+        self.max_rss_mib = 0.0
+        self._reaped = threading.Event()
+        self.sampler = threading.Thread(target=self._sample_rss, daemon=True)
+        self.sampler.start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            if self.ready_at is None and line.startswith(self.ready_prefix):
+                self.ready_at = time.time()
+                self.ready.set()
+            self.lines.append(line.rstrip("\n"))
+
+    def _sample_rss(self) -> None:
+        # VmHWM only grows, so the last reading before exit is the peak.
+        status = Path(f"/proc/{self.popen.pid}/status")
+        while not self._reaped.wait(RSS_SAMPLE_S):
+            try:
+                text = status.read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("VmHWM:"):
+                    kib = int(line.split()[1])
+                    self.max_rss_mib = max(self.max_rss_mib, kib / 1024)
+
+    @property
+    def startup_s(self) -> float | None:
+        return None if self.ready_at is None else self.ready_at - self.spawned
+
+    def wait(self, timeout: float) -> None:
+        """Wait for the process to exit (killed after ``timeout``)."""
+        try:
+            self.returncode = self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.returncode = self.popen.wait()
+            self.lines.append("[bench] killed after the timeout")
+        self._reaped.set()
+        self.sampler.join(timeout=5)
+        self.reader.join(timeout=5)
+
+    def terminate(self, timeout: float = 30) -> None:
+        self.popen.terminate()
+        self.wait(timeout)
+
+    def output(self) -> str:
+        return "\n".join(self.lines[-40:])
+
+
+def child_env(bench_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    env.update(
+        DATABASE_URL=bench_url,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def spawn(system: str, bench_url: str, *, work: str | None) -> Proc:
+    """A worker of ``system``: ``work`` noop/sleep5 drains (burst), None listens."""
+    env = child_env(bench_url)
+    if system == OURS:
+        argv = [
+            sys.executable,
+            "-m",
+            "django",
+            "runjobs",
+            "--settings",
+            SETTINGS,
+            "--concurrency",
+            str(THREADS),
+            "--queues",
+            "default",
+        ]
+        if work is not None:
+            argv.append("--burst")
+        return Proc(argv, env, "runjobs ")
+    argv = [sys.executable, str(ROOT / "bench" / "baseline.py"), bench_url]
+    if work is None:
+        argv.append("--listen")
+    else:
+        batch = RAW_BATCH_SLEEP5 if work == "sleep5" else RAW_BATCH
+        argv += ["--threads", str(THREADS), "--work", work, "--batch", str(batch)]
+    return Proc(argv, env, "baseline ready")
+
+
+def wait_ready(procs: list[Proc]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    for proc in procs:
+        while not proc.ready.wait(0.1):
+            if proc.popen.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"a worker never became ready:\n{proc.output()}")
+
+
+# -- workloads --------------------------------------------------------------
+
+
+def drain(system: str, bench_url: str, work: str, processes: int) -> dict:
+    """Drain JOBS pre-enqueued jobs with ``processes`` workers; one round."""
+    reset_tables()
+    enqueue_pending("bench.noop" if work == "noop" else "bench.sleep5", JOBS)
+    gate = Gate(bench_url)
+    procs: list[Proc] = []
+    try:
+        procs = [spawn(system, bench_url, work=work) for _ in range(processes)]
+        wait_ready(procs)
+        time.sleep(GATE_SETTLE_S)
+        started = gate.open()
+    except BaseException:
+        for proc in procs:
+            proc.popen.kill()
+        raise
+    finally:
+        gate.close()
+    budget = 60 + JOBS * (SLEEP_S if work == "sleep5" else 0.002)
+    for proc in procs:
+        proc.wait(budget)
+    done, last_done, first_claim = execute(
+        "SELECT count(*), extract(epoch FROM max(updated_at)), "
+        "extract(epoch FROM min(claimed_at)) FROM ultimate_jobs_job WHERE state = 'done'"
+    )[0]
+    if done != JOBS or any(p.returncode != 0 for p in procs):
+        detail = "\n---\n".join(p.output() for p in procs)
+        raise RuntimeError(
+            f"{system} {work} x{processes}: {done}/{JOBS} done\n{detail}"
+        )
+    seconds = float(last_done) - started
+    return {
+        "seconds": seconds,
+        "rate": JOBS / seconds,
+        "first_claim_ms": (float(first_claim) - started) * 1000,
+        "rss_mib": [p.max_rss_mib for p in procs],
+        "startup_s": [p.startup_s for p in procs],
+    }
+
+
+def pickup_latency(system: str, bench_url: str) -> dict:
+    """Latency of jobs enqueued one by one to an idle worker; one round."""
+    from django_ultimate_jobs.registry import get_job
+
+    handle = get_job("bench.latency")
+    reset_tables()
+    proc = spawn(system, bench_url, work=None)
+    try:
+        wait_ready([proc])
+        time.sleep(IDLE_SETTLE_S)
+        for _ in range(LATENCY_WARMUP_JOBS):  # first-use costs, not measured
+            handle.enqueue()
+            time.sleep(LATENCY_GAP_S)
+        wait_latency_rows(LATENCY_WARMUP_JOBS, proc)
+        execute("TRUNCATE bench_latency")
+        time.sleep(IDLE_SETTLE_S)
+        committed: dict[str, float] = {}
+        begin = time.monotonic()
+        for index in range(LATENCY_JOBS):
+            pause = begin + index * LATENCY_GAP_S - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            answer = handle.enqueue()
+            committed[str(answer.id)] = time.time()
+        wait_latency_rows(LATENCY_JOBS, proc)
+    finally:
+        proc.terminate()
+    rows = execute(
+        "SELECT l.job_id, l.started, extract(epoch FROM j.claimed_at) "
+        "FROM bench_latency l JOIN ultimate_jobs_job j ON j.id = l.job_id"
+    )
+    started = {str(job_id): (at, float(claimed)) for job_id, at, claimed in rows}
+    latencies = sorted((started[i][0] - committed[i]) * 1000 for i in committed)
+    # The split: commit -> the claim statement's now(), then -> handler start.
+    to_claim = sorted((started[i][1] - committed[i]) * 1000 for i in committed)
+    claim_to_start = sorted((started[i][0] - started[i][1]) * 1000 for i in committed)
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "p50_ms": cuts[49],
+        "p95_ms": cuts[94],
+        "p99_ms": cuts[98],
+        "max_ms": latencies[-1],
+        "min_ms": latencies[0],
+        "to_claim_p50_ms": statistics.median(to_claim),
+        "to_claim_p99_ms": statistics.quantiles(to_claim, n=100, method="inclusive")[
+            98
+        ],
+        "claim_to_start_p50_ms": statistics.median(claim_to_start),
+        "claim_to_start_p99_ms": statistics.quantiles(
+            claim_to_start, n=100, method="inclusive"
+        )[98],
+        "rss_mib": [proc.max_rss_mib],
+        "startup_s": [proc.startup_s],
+    }
+
+
+def wait_latency_rows(count: int, proc: Proc, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while execute("SELECT count(*) FROM bench_latency")[0][0] < count:
+        if time.monotonic() > deadline:
+            states = execute(
+                "SELECT state, count(*) FROM ultimate_jobs_job GROUP BY state ORDER BY 1"
+            )
+            raise RuntimeError(
+                f"only some of {count} latency jobs ran within {timeout} s; "
+                f"job states {states}; worker output:\n{proc.output()}"
+            )
+        time.sleep(0.05)
+
+
+WORKLOADS = {
+    # key: (label, run(system, url) -> one round)
+    "noop_1p": ("no-op drain, 1 proc x 8", lambda s, u: drain(s, u, "noop", 1)),
+    "noop_2p": ("no-op drain, 2 procs x 8", lambda s, u: drain(s, u, "noop", 2)),
+    "sleep5_1p": ("5 ms drain, 1 proc x 8", lambda s, u: drain(s, u, "sleep5", 1)),
+    "latency": ("pickup latency, 1 x 8 idle", pickup_latency),
+}
+
+
+def run_all(bench_url: str) -> dict:
+    rounds: dict[str, dict[str, list[dict]]] = {
+        key: {RAW: [], OURS: []} for key in WORKLOADS
+    }
+    for round_index in range(ROUNDS):
+        for key, (label, run) in WORKLOADS.items():
+            for system in (RAW, OURS):
+                result = run(system, bench_url)
+                rounds[key][system].append(result)
+                print(
+                    f"  round {round_index + 1}/{ROUNDS} {label:28} {system:14} "
+                    f"{brief(result)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return rounds
+
+
+def brief(result: dict) -> str:
+    if "rate" in result:
+        return f"{result['rate']:8.0f} jobs/s  rss {max(result['rss_mib']):.1f} MiB"
+    return f"p50 {result['p50_ms']:.2f} ms  p99 {result['p99_ms']:.2f} ms"
+
+
+# -- summary ----------------------------------------------------------------
+
+
+def median_of(results: list[dict], field: str) -> float:
+    return statistics.median(r[field] for r in results)
+
+
+def summarize(rounds: dict) -> dict:
+    summary: dict[str, dict] = {}
+    for key, by_system in rounds.items():
+        summary[key] = {}
+        for system, results in by_system.items():
+            fields = (
+                ("seconds", "rate", "first_claim_ms")
+                if key != "latency"
+                else (
+                    "p50_ms",
+                    "p95_ms",
+                    "p99_ms",
+                    "max_ms",
+                    "to_claim_p50_ms",
+                    "to_claim_p99_ms",
+                    "claim_to_start_p50_ms",
+                    "claim_to_start_p99_ms",
+                )
+            )
+            entry = {field: median_of(results, field) for field in fields}
+            entry["rss_mib_max"] = max(max(r["rss_mib"]) for r in results)
+            entry["startup_s_median"] = statistics.median(
+                s for r in results for s in r["startup_s"] if s is not None
+            )
+            summary[key][system] = entry
+    for key in ("noop_1p", "noop_2p"):
+        ours, raw = summary[key][OURS], summary[key][RAW]
+        ours["ratio_to_raw"] = ours["rate"] / raw["rate"]
+    for system in (OURS, RAW):
+        entry = summary["sleep5_1p"][system]
+        entry["ratio_to_slots"] = entry["rate"] / SLOTS_RATE
+        entry["ratio_to_raw"] = entry["rate"] / summary["sleep5_1p"][RAW]["rate"]
+    return summary
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def print_tables(summary: dict) -> None:
+    print()
+    print(
+        f"Drain throughput: {JOBS:,} pre-enqueued jobs, median of {ROUNDS} rounds "
+        "(start = gate open after every ready line; end = last done row)"
+    )
+    head = (
+        f"{'workload':26} {'system':14} {'seconds':>8} {'jobs/s':>8} {'ratio':>16} "
+        f"{'target':>14} {'':5} {'RSS MiB':>8} {'boot s':>7}"
+    )
+    print(head)
+    print("-" * len(head))
+    for key in ("noop_1p", "noop_2p", "sleep5_1p"):
+        label = WORKLOADS[key][0]
+        for system in (RAW, OURS):
+            entry = summary[key][system]
+            ratio = target = ok = ""
+            if key.startswith("noop") and system == OURS:
+                ratio = f"{entry['ratio_to_raw']:.2f}x raw"
+                target = ">=0.25 (0.5)"
+                ok = verdict(entry["ratio_to_raw"] >= TARGETS["noop_ratio"])
+                if entry["ratio_to_raw"] >= TARGETS["noop_ratio_stretch"]:
+                    ok += "+"
+            elif key == "sleep5_1p":
+                ratio = f"{entry['ratio_to_slots']:.2f}x 1600/s"
+                if system == OURS:
+                    target = ">=0.8"
+                    ok = verdict(entry["ratio_to_slots"] >= TARGETS["sleep5_ratio"])
+            print(
+                f"{label:26} {system:14} {entry['seconds']:8.2f} {entry['rate']:8.0f} "
+                f"{ratio:>16} {target:>14} {ok:5} {entry['rss_mib_max']:8.1f} "
+                f"{entry['startup_s_median']:7.2f}"
+            )
+    print(
+        "('PASS+' = stretch target met; RSS = peak of any process in any round; "
+        "boot = spawn -> ready line)"
+    )
+    print()
+    print(
+        f"Pickup latency: {LATENCY_JOBS} jobs enqueued 20 ms apart in autocommit, one idle "
+        f"worker; handler start - commit return, median of {ROUNDS} rounds"
+    )
+    head = (
+        f"{'system':14} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'target':>16} {'':5} {'->claim p50/p99':>16} {'claim->run p50/p99':>19}"
+    )
+    print(head)
+    print("-" * len(head))
+    for system in (RAW, OURS):
+        entry = summary["latency"][system]
+        target = ok = ""
+        if system == OURS:
+            target = "p50<=5, p99<=15"
+            ok = verdict(
+                entry["p50_ms"] <= TARGETS["latency_p50_ms"]
+                and entry["p99_ms"] <= TARGETS["latency_p99_ms"]
+            )
+        split_claim = f"{entry['to_claim_p50_ms']:.2f} / {entry['to_claim_p99_ms']:.2f}"
+        split_run = (
+            f"{entry['claim_to_start_p50_ms']:.2f} / "
+            f"{entry['claim_to_start_p99_ms']:.2f}"
+        )
+        print(
+            f"{system:14} {entry['p50_ms']:8.2f} {entry['p95_ms']:8.2f} "
+            f"{entry['p99_ms']:8.2f} {entry['max_ms']:8.2f} {target:>16} {ok:5} "
+            f"{split_claim:>16} {split_run:>19}"
+        )
+    print(
+        "(->claim: commit return -> the claim statement's now(); claim->run: -> handler "
+        "start; each split's percentiles are taken separately)"
+    )
+    print()
+    rss = max(summary[key][OURS]["rss_mib_max"] for key in summary)
+    print(
+        f"Peak RSS of a runjobs process (any workload, any round): {rss:.1f} MiB  "
+        f"target <= 80 MiB  {verdict(rss <= TARGETS['rss_mib'])}"
+    )
+
+
+def main() -> None:
+    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    bench_url = with_database(base_url, BENCH_DB)
+    print(
+        f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+        file=sys.stderr,
+    )
+    lock = hold_bench_lock(base_url)  # noqa: F841 (held until exit)
+    commit = git_head()  # the code measured (others may commit during the run)
+    recreate_database(base_url)
+    setup_django(bench_url)
+    rounds = run_all(bench_url)
+    summary = summarize(rounds)
+    print_tables(summary)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    import django
+
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "bench": "throughput",
+                "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "commit": commit,
+                "python": platform.python_version(),
+                "django": django.get_version(),
+                "postgres": execute("SHOW server_version")[0][0],
+                "cpus": os.cpu_count(),
+                "jobs": JOBS,
+                "latency_jobs": LATENCY_JOBS,
+                "rounds": ROUNDS,
+                "threads": THREADS,
+                "targets": TARGETS,
+                "summary": summary,
+                "per_round": rounds,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+
+
+def git_head() -> str:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return head + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+if __name__ == "__main__":
+    main()
