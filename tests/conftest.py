@@ -24,3 +24,35 @@ def pg_driver(db, clock):
     previous = set_driver(driver)
     yield driver
     set_driver(previous)
+
+
+@pytest.fixture
+def declare_jobs():
+    """Declare jobs inside a test; every one is unregistered afterwards.
+
+    ``declare_jobs(queue, prefix)(**job_options)`` returns a decorator that
+    names the job ``<prefix>.<function name>`` on ``queue``.
+    """
+    from django_ultimate_jobs import job
+    from django_ultimate_jobs.registry import unregister
+
+    names: list[str] = []
+
+    def for_queue(queue: str, prefix: str, **defaults):
+        def declare(**options):
+            options = {**defaults, **options}
+
+            def wrap(func):
+                handle = job(name=f"{prefix}.{func.__name__}", queue=queue, **options)(
+                    func
+                )
+                names.append(handle.name)
+                return handle
+
+            return wrap
+
+        return declare
+
+    yield for_queue
+    for name in names:
+        unregister(name)

@@ -6,11 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from django_ultimate_jobs import Retry, job, publish_event
+from django_ultimate_jobs import Retry, publish_event
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.memory import MemoryDriver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
-from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.testing import run_jobs
 
 # The Postgres runs need the test database; the memory runs just ignore it.
@@ -30,22 +29,10 @@ def driver(request, clock):
 
 
 @pytest.fixture
-def declared():
-    names: list[str] = []
-
-    def declare(**options):
-        options.setdefault("retry", Retry(attempts=5, delay="1s", jitter="none"))
-
-        def wrap(func):
-            handle = job(name=f"t.steps.{func.__name__}", queue="steps", **options)(func)
-            names.append(handle.name)
-            return handle
-
-        return wrap
-
-    yield declare
-    for name in names:
-        unregister(name)
+def declared(declare_jobs):
+    return declare_jobs(
+        "steps", "t.steps", retry=Retry(attempts=5, delay="1s", jitter="none")
+    )
 
 
 def drain(driver):
@@ -66,7 +53,10 @@ def test_completed_steps_replay_from_storage(driver, declared, clock):
 
     @declared()
     def five(ctx):
-        return [ctx.step.run(label, step, label) for label in ("one", "two", "three", "four", "five")]
+        return [
+            ctx.step.run(label, step, label)
+            for label in ("one", "two", "three", "four", "five")
+        ]
 
     enqueued = five.enqueue()
     for _ in range(3):

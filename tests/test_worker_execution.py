@@ -13,7 +13,6 @@ from django_ultimate_jobs import (
     Retry,
     RetryAfter,
     Terminal,
-    job,
     job_finished,
     job_started,
     register_error_retry,
@@ -30,20 +29,8 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def declared():
-    names: list[str] = []
-
-    def declare(**options):
-        def wrap(func):
-            handle = job(name=f"t.exec.{func.__name__}", queue="exec", **options)(func)
-            names.append(handle.name)
-            return handle
-
-        return wrap
-
-    yield declare
-    for name in names:
-        unregister(name)
+def declared(declare_jobs):
+    return declare_jobs("exec", "t.exec")
 
 
 def drain(driver):
