@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -34,6 +35,7 @@ from ..states import parse_state
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
+    MAX_ERROR_STACK_LENGTH,
     AckRequest,
     ClaimedJob,
     ClaimIdentity,
@@ -174,7 +176,7 @@ class PostgresDriver:
         strict = any(r.on_conflict == "error" for r in requests)
         # A refusal under on_conflict="error" must leave nothing written, so
         # the batch then runs in its own (sub)transaction.
-        with transaction.atomic(using=self.using) if strict else _nullcontext():
+        with transaction.atomic(using=self.using) if strict else nullcontext():
             inserted = {
                 row[0] for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
             }
@@ -186,13 +188,12 @@ class PostgresDriver:
             ]
             missing = [i for i, answer in enumerate(answers) if answer is None]
             if missing:
-                self._resolve_missing(requests, ids, answers, missing)
+                self._resolve_missing(requests, answers, missing)
         return [answer for answer in answers if answer is not None]
 
     def _resolve_missing(
         self,
         requests: Sequence[EnqueueRequest],
-        ids: list[UUID],
         answers: list[Enqueued | None],
         missing: list[int],
     ) -> None:
@@ -213,7 +214,6 @@ class PostgresDriver:
                 answers[i] = self.enqueue(request)
             else:
                 answers[i] = _dedupe(request, holder)
-        del ids
 
     def _live_holders(
         self, requests: Sequence[EnqueueRequest]
@@ -511,14 +511,6 @@ class PostgresDriver:
 # -- row decoding -------------------------------------------------------------
 
 
-class _nullcontext:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -543,8 +535,6 @@ def _loads(value: Any) -> Any:
 
 
 def _bounded_stack(stack: str | None) -> str | None:
-    from .base import MAX_ERROR_STACK_LENGTH
-
     if stack is None or len(stack) <= MAX_ERROR_STACK_LENGTH:
         return stack
     return stack[-MAX_ERROR_STACK_LENGTH:]
