@@ -34,10 +34,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.common import with_database  # noqa: E402
 
 BENCH_DB = "ultimate_jobs_bench"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -69,12 +71,6 @@ LABELS = {
     "atomic": "(b) enqueue() x N, one atomic()",
     "enqueue_many": "(c) enqueue_many()",
 }
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name`` (query options such as host= kept)."""
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 def recreate_database(url: str) -> None:

@@ -53,13 +53,14 @@ import time
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
+
+from bench.common import child_env, git_head, with_database  # noqa: E402
 
 BENCH_DB = "ultimate_jobs_bench_idle"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -78,10 +79,6 @@ TARGETS = {
 }  # statements per minute
 
 
-def with_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
 def hold_bench_lock(base_url: str) -> psycopg.Connection:
     """Serialise runs of this bench on one server: a second run waits here
     rather than dropping the database under the first. Held until exit."""
@@ -97,17 +94,6 @@ def hold_bench_lock(base_url: str) -> psycopg.Connection:
         )
         conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
     return conn
-
-
-def child_env(bench_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    env.update(
-        DATABASE_URL=bench_url,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
 
 
 def recreate_and_migrate(base_url: str, bench_url: str) -> None:
@@ -449,26 +435,6 @@ def park_suspended(bench_url: str, count: int) -> None:
             (count,),
         )
         conn.execute("ANALYZE ultimate_jobs_job")
-
-
-def git_head() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

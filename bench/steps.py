@@ -23,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.common import with_database  # noqa: E402
+
 DB_NAME = "ultimate_jobs_bench_steps"
 N = int(os.environ.get("BENCH_STEPS_JOBS", "300"))
 STEPS = 10
@@ -49,7 +52,7 @@ def main() -> None:
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
         conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    os.environ["DATABASE_URL"] = _with_db(base_url, DB_NAME)
+    os.environ["DATABASE_URL"] = with_database(base_url, DB_NAME)
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     import django
 
@@ -122,13 +125,6 @@ def main() -> None:
         **{k: v for k, v in conninfo.items() if v}, autocommit=True
     ) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-
-
-def _with_db(url: str, name: str) -> str:
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path=f"/{name}"))
 
 
 if __name__ == "__main__":

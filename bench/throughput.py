@@ -49,13 +49,14 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
+
+from bench.common import child_env, git_head, with_database  # noqa: E402
 
 BENCH_DB = "ultimate_jobs_bench_tp"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -96,11 +97,6 @@ RAW = "raw psycopg"
 
 
 # -- database ---------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name`` (query options such as host= kept)."""
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
 def recreate_database(base_url: str) -> None:
@@ -257,17 +253,6 @@ class Proc:
 
     def output(self) -> str:
         return "\n".join(self.lines[-40:])
-
-
-def child_env(bench_url: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    env.update(
-        DATABASE_URL=bench_url,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
-        PYTHONUNBUFFERED="1",
-    )
-    return env
 
 
 def spawn(system: str, bench_url: str, *, work: str | None) -> Proc:
@@ -617,26 +602,6 @@ def main() -> None:
         + "\n"
     )
     print(f"\nwrote {RESULTS.relative_to(ROOT)}")
-
-
-def git_head() -> str:
-    try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
-        return head + ("+dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 if __name__ == "__main__":

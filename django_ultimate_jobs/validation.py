@@ -18,7 +18,13 @@ from typing import Any
 
 from .errors import JobDeclarationInvalid, JobInputInvalid
 
-__all__ = ["InputShape", "check_schema", "dump_input", "input_shape"]
+__all__ = [
+    "InputShape",
+    "check_schema",
+    "dump_input",
+    "holds_escaped_nul",
+    "input_shape",
+]
 
 # A \u0000 escape that is not itself an escaped backslash followed by "u0000".
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -109,7 +115,7 @@ def dump_input(job: str, given: Mapping[str, Any]) -> str:
             "(a datetime as .isoformat())",
             meta={"job": job},
         ) from None
-    if _ESCAPED_NUL.search(text):
+    if holds_escaped_nul(text):
         # PostgreSQL's jsonb cannot store NUL: refuse it here, not at insert.
         raise JobInputInvalid(
             f"{job} input contains a NUL character, which JSON columns cannot store",
@@ -131,6 +137,11 @@ def dump_input(job: str, given: Mapping[str, Any]) -> str:
             meta={"job": job},
         )
     return text
+
+
+def holds_escaped_nul(text: str) -> bool:
+    """Whether JSON ``text`` holds a NUL, which PostgreSQL's jsonb refuses."""
+    return _ESCAPED_NUL.search(text) is not None
 
 
 def _kind_of(error: Exception) -> str:

@@ -20,7 +20,6 @@ import asyncio
 import inspect
 import json
 import logging
-import re
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
@@ -36,7 +35,7 @@ from ..jobs import JobHandle
 from ..registry import register
 from ..retry import Retry
 from ..signals import job_finished, job_started
-from ..validation import input_shape
+from ..validation import holds_escaped_nul, input_shape
 from .compat import (
     Task,
     TaskContext,
@@ -59,8 +58,6 @@ TASK_JOB = "django_ultimate_jobs.task"
 """The job name every task is stored under (pinned: rows outlive renames)."""
 
 _ENDS_RUN = frozenset({"completed", "dead-lettered", "dropped"})
-# A JSON-escaped NUL (not an escaped backslash followed by "u0000").
-_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class TaskJobHandle(JobHandle[Any]):
@@ -232,7 +229,7 @@ def _json_safe(path: str, value: Any) -> Any:
             fix="return ids, strings, numbers, booleans, lists and dicts",
             meta={"task": path},
         ) from None
-    if _ESCAPED_NUL.search(text):
+    if holds_escaped_nul(text):
         raise TaskInvalid(
             f"the return value of {path} contains a NUL character",
             fix="strip NUL characters from the value the task returns",
