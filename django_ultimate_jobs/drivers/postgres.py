@@ -269,23 +269,29 @@ class PostgresDriver:
         return self.ack_many([request])[0]
 
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
-        """Settle successful attempts in one statement; answers in order."""
+        """Settle successful attempts, one statement per worker; answers in order."""
         if not requests:
             return []
-        landed = {
-            row[0]
-            for row in self._rows(
+        by_worker: dict[str, list[AckRequest]] = {}
+        for request in requests:
+            by_worker.setdefault(request.identity.worker_id, []).append(request)
+        landed: set[UUID] = set()
+        for worker, batch in by_worker.items():
+            results = [(r.job_id, _result_json(r.result)) for r in batch]
+            results = [(job_id, text) for job_id, text in results if text is not None]
+            rows = self._rows(
                 "job_ack_many",
                 {
-                    "ids": [r.job_id for r in requests],
-                    "workers": [r.identity.worker_id for r in requests],
-                    "claims": [r.identity.claim for r in requests],
-                    "durations": [r.duration_ms for r in requests],
-                    "counted": [r.counted for r in requests],
-                    "results": [_result_json(r.result) for r in requests],
+                    "worker": worker,
+                    "ids": array_literal([r.job_id for r in batch]),
+                    "claims": array_literal([r.identity.claim for r in batch]),
+                    "durations": array_literal([r.duration_ms for r in batch]),
+                    "uncounted": [r.job_id for r in batch if not r.counted],
+                    "result_ids": [job_id for job_id, _ in results],
+                    "results": [text for _, text in results],
                 },
             )
-        }
+            landed.update(row[0] for row in rows)
         return [r.job_id in landed for r in requests]
 
     def nack(self, request: NackRequest) -> bool:
@@ -513,6 +519,15 @@ class PostgresDriver:
 
 def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def array_literal(values: Sequence[UUID | int]) -> str:
+    """A PostgreSQL array literal of uuids or integers, for a ``::type[]`` cast.
+
+    psycopg dumps a Python list element by element in Python; one string of
+    values that need no quoting is a single dump. Only for uuids and ints.
+    """
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 def _result_json(value: Any) -> str | None:

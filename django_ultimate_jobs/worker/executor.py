@@ -78,11 +78,15 @@ class Execution:
         return self.outcome in ("completed", "dead-lettered", "dropped")
 
 
+# One lock for every attempt's settle flag: it is taken once or twice per
+# attempt for a moment, and a lock per attempt cost more than it saved.
+_SETTLEMENT_LOCK = threading.Lock()
+
+
 class Attempt:
     """One claimed job in flight: its token, deadline and the settle flag."""
 
     __slots__ = (
-        "_lock",
         "_settled",
         "abandoned",
         "claimed",
@@ -109,7 +113,6 @@ class Attempt:
         self.ctx: JobContext | None = None
         self.abandoned = False
         self._settled = False
-        self._lock = threading.Lock()
 
     def start(self) -> None:
         """The body starts now: its duration and its deadline count from here."""
@@ -121,7 +124,7 @@ class Attempt:
 
     def take_settlement(self) -> bool:
         """Claim the right to settle this attempt (only the first caller wins)."""
-        with self._lock:
+        with _SETTLEMENT_LOCK:
             if self._settled:
                 return False
             self._settled = True

@@ -56,6 +56,12 @@ DRAIN_CANCEL_MARGIN_S = 2.0
 COUNTER_ROLLUP_INTERVAL_S = 600.0
 SHORT_JOB_MS = 50
 """Below this mean attempt duration a worker claims a whole batch ahead."""
+CHUNK_BELOW_MS = 1.0
+"""Below this mean attempt duration claimed jobs reach the slots in chunks."""
+CHUNK_MIN = 16
+"""The smallest chunk: fewer slots woken, as no-op bodies gain nothing from threads."""
+CHUNK_YIELD_MS = 5.0
+"""A job in a chunk that ran longer hands the rest of its chunk back."""
 
 
 def new_worker_id() -> str:
@@ -84,10 +90,16 @@ class Worker:
             config.woken_idle_max_ms / 1000,
         )
         self.processed = 0
+        self._claimed_total = 0  # attempts of known jobs, for max_jobs
         self.counts: dict[str, int] = {}
         self.exit_reason: str | None = None
         self._lock = threading.Lock()
         self._held: dict[UUID, Attempt] = {}
+        # Held attempts whose bodies have run and whose settle is queued or
+        # in flight: they no longer occupy a slot, so the next claim may
+        # overlap their settle (claim and ack then run on two connections at
+        # once instead of taking turns).
+        self._ran: set[UUID] = set()
         self._stuck = 0
         self._wake = threading.Event()
         self._slots: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -192,6 +204,25 @@ class Worker:
         with self._lock:
             return len(self._held)
 
+    def _free_capacity(self) -> int:
+        """Room for new claims (see :meth:`_free_locked`)."""
+        with self._lock:
+            return self._free_locked()
+
+    def _free_locked(self) -> int:
+        # Slots plus claim-ahead, minus attempts not yet run; settles in
+        # flight are bounded by one settle batch more. Call with the lock held.
+        held = len(self._held)
+        capacity = self._capacity()
+        free = min(
+            capacity - (held - len(self._ran)) - self._stuck,
+            capacity + _SETTLE_BATCH - held,
+        )
+        if self.config.max_jobs is not None:
+            # A recycling worker claims no more than it may run.
+            free = min(free, self.config.max_jobs - self._claimed_total)
+        return free
+
     def _capacity(self) -> int:
         # Jobs held beyond the running slots, so slots never wait on a claim
         # round trip: a whole claim batch while jobs are short (their leases
@@ -202,14 +233,15 @@ class Worker:
         return self.config.concurrency + ahead
 
     def _worth_claiming(self) -> int:
-        # A claim waits until half of what may be held ahead is free, rather
-        # than paying a round trip for a row or two.
-        return max(1, (self._capacity() - self.config.concurrency) // 2)
+        # A claim waits until three quarters of what may be held ahead is
+        # free, rather than paying a round trip for a few rows: claims
+        # overlap settles now, so a claim of half a batch came too early.
+        return max(1, (self._capacity() - self.config.concurrency) * 3 // 4)
 
     def _loop(self) -> None:
         while self.state == "running":
+            free = self._free_capacity()
             held = self.held_count()
-            free = self._capacity() - held - self._stuck
             if free <= 0 or (held > 0 and free < self._worth_claiming()):
                 self._wake.wait(self.config.poll_ms / 1000)
                 self._wake.clear()
@@ -227,11 +259,7 @@ class Worker:
                 continue
             if buried:
                 self._settler.announce_buried(buried)
-            for attempt in claimed:
-                if attempt.handle is None:
-                    self._settles.put(self._park_unknown(attempt))
-                else:
-                    self._slots.put(attempt)
+            self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
                 continue
@@ -240,6 +268,23 @@ class Worker:
                 break
             self._wake.wait(self.backoff.next_wait())
             self._wake.clear()
+
+    def _dispatch(self, claimed: list[Attempt]) -> None:
+        runnable: list[Attempt] = []
+        for attempt in claimed:
+            if attempt.handle is None:
+                self._settles.put(self._park_unknown(attempt))
+            else:
+                runnable.append(attempt)
+        # Very short jobs reach the slots in chunks, one per slot: waking a
+        # slot thread costs more than running a no-op job, and a wake per
+        # job was the claim loop's largest cost. A slot hands the rest of
+        # its chunk back as soon as one job proves not to be short.
+        size = 1
+        if self._mean_ms < CHUNK_BELOW_MS:
+            size = max(CHUNK_MIN, -(-len(runnable) // self.config.concurrency))
+        for start in range(0, len(runnable), size):
+            self._slots.put(runnable[start : start + size])
 
     def _claim(self, limit: int) -> tuple[list[Attempt], list[Any]]:
         registry_ttl = None
@@ -264,6 +309,8 @@ class Worker:
                 attempt = Attempt(claimed, get_job(claimed.name))
                 self._held[claimed.id] = attempt
                 attempts.append(attempt)
+                if attempt.handle is not None:
+                    self._claimed_total += 1
         return attempts, result.buried
 
     def _park_unknown(self, attempt: Attempt) -> Execution:
@@ -288,7 +335,9 @@ class Worker:
             self._wake.set()
 
     def _send_started(self, attempt: Attempt) -> None:
-        if job_started.receivers and attempt.handle is not None:
+        if attempt.handle is not None and job_started.listened_for(
+            type(attempt.handle)
+        ):
             # send_robust: a broken receiver must not cost the job its slot.
             answers = job_started.send_robust(
                 sender=type(attempt.handle), job=attempt.handle, claimed=attempt.claimed
@@ -312,33 +361,45 @@ class Worker:
         loop: asyncio.AbstractEventLoop | None = None
         try:
             while True:
-                attempt = self._slots.get()
-                if attempt is _STOP:
+                chunk = self._slots.get()
+                if chunk is _STOP:
                     return
-                if attempt.settled:  # handed back by the drain before it started
-                    continue
-                if attempt.handle.is_async and loop is None:
-                    loop = asyncio.new_event_loop()
-                attempt.start()
-                self._send_started(attempt)
-                try:
-                    execution = run_attempt(attempt, self.driver, loop=loop)
-                except Exception:  # never lose the slot to a bug
-                    logger.exception("jobs.worker.slot-failed")
-                    execution = None
-                if execution is not None:
-                    self._settles.put(execution)
-                elif attempt.abandoned:
-                    with self._lock:
-                        self._stuck -= 1
-                if execution is None or execution.error is not None:
-                    # Only a failed body can have broken its connection; a
-                    # scan of every connection per job cost ~8% of a no-op.
-                    _reset_broken_connections()
+                for index, attempt in enumerate(chunk):
+                    if attempt.settled:  # handed back by the drain before it started
+                        continue
+                    if attempt.handle.is_async and loop is None:
+                        loop = asyncio.new_event_loop()
+                    self._run_in_slot(attempt, loop)
+                    rest = chunk[index + 1 :]
+                    if rest and attempt.elapsed_ms() > CHUNK_YIELD_MS:
+                        for waiting in rest:
+                            self._slots.put([waiting])
+                        break
         finally:
             if loop is not None:
                 loop.close()
             connections.close_all()
+
+    def _run_in_slot(
+        self, attempt: Attempt, loop: asyncio.AbstractEventLoop | None
+    ) -> None:
+        attempt.start()
+        self._send_started(attempt)
+        try:
+            execution = run_attempt(attempt, self.driver, loop=loop)
+        except Exception:  # never lose the slot to a bug
+            logger.exception("jobs.worker.slot-failed")
+            execution = None
+        if execution is not None:
+            self._mark_ran(execution)
+            self._settles.put(execution)
+        elif attempt.abandoned:
+            with self._lock:
+                self._stuck -= 1
+        if execution is None or execution.error is not None:
+            # Only a failed body can have broken its connection; a
+            # scan of every connection per job cost ~8% of a no-op.
+            _reset_broken_connections()
 
     def _settler_main(self) -> None:
         try:
@@ -378,10 +439,20 @@ class Worker:
         finally:
             connections.close_all()
 
+    def _mark_ran(self, execution: Execution) -> None:
+        # Before the settle is queued, so the settle cannot come first and
+        # leave a stale id behind.
+        with self._lock:
+            if execution.claimed.id in self._held:
+                self._ran.add(execution.claimed.id)
+            free = self._free_locked()
+        if free >= self._worth_claiming():
+            self._wake.set()
+
     def _settled(self, execution: Execution) -> None:
         with self._lock:
             self._held.pop(execution.claimed.id, None)
-            held = len(self._held)
+            self._ran.discard(execution.claimed.id)
             # A running mean of attempt durations decides how far to claim ahead.
             self._mean_ms += (execution.duration_ms - self._mean_ms) * 0.05
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
@@ -395,7 +466,7 @@ class Worker:
             self.request_stop(reason="max-jobs")
         # Wake the claim loop only once a claim is worth it again: a wake per
         # settled job was most of what the loop did between claims.
-        if self._capacity() - held - self._stuck >= self._worth_claiming():
+        if self._free_capacity() >= self._worth_claiming():
             self._wake.set()
 
     # -- leases, deadlines, registry, drain -------------------------------------
@@ -585,10 +656,12 @@ class Worker:
         self._keeper_stop.set()
         for thread in self._threads:
             # Slot threads stuck in an abandoned body are daemons: a short
-            # join, then the process may exit without them.
-            thread.join(
-                timeout=5 if thread.name in ("uj-settler", "uj-keeper") else 0.5
-            )
+            # join, within what is left of the drain deadline, then the
+            # process may exit without them.
+            if thread.name in ("uj-settler", "uj-keeper"):
+                thread.join(timeout=5)
+            else:
+                thread.join(timeout=min(0.5, max(0.05, deadline - time.monotonic())))
         forget = getattr(self.driver, "forget_worker", None)
         if forget is not None:
             try:

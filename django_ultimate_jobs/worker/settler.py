@@ -138,7 +138,9 @@ class Settler:
                     "stop": execution.stop,
                 },
             )
-        if job_finished.receivers and execution.handle is not None:
+        if execution.handle is not None and job_finished.listened_for(
+            type(execution.handle)
+        ):
             job_finished.send_robust(
                 sender=type(execution.handle),
                 job=execution.handle,

@@ -78,29 +78,34 @@ SELECT count(*) FROM dropped;
 
 
 -- name: job_ack_many
--- Settle successful attempts in one round trip. All three fences hold per
--- row: without state = 'running' an ack from a cancelled attempt would undo
--- the cancellation; without claimed_by a worker whose lease lapsed would
--- finish the run another worker holds; without claims the same worker that
--- re-claimed its own lapsed job would settle the new claim with the old
--- body's ack. The job's 1-minute counter bucket is updated in the same
--- statement, so counts never drift from the rows they describe.
+-- Settle one worker's successful attempts in one round trip. All three
+-- fences hold per row: without state = 'running' an ack from a cancelled
+-- attempt would undo the cancellation; without claimed_by a worker whose
+-- lease lapsed would finish the run another worker holds; without claims the
+-- same worker that re-claimed its own lapsed job would settle the new claim
+-- with the old body's ack. The job's 1-minute counter bucket is updated in
+-- the same statement, so counts never drift from the rows they describe.
+-- Per row only the id, claim ordinal and duration travel: results and
+-- uncounted rows are rare and come as short arrays of their own (each array
+-- element was a Python-side dump on the hot path).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), settle AS (
-    SELECT *
-      FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[],
-                  %(durations)s::bigint[], %(counted)s::boolean[], %(results)s::text[])
-           AS t(id, worker, claim, duration_ms, counted, result)
+    SELECT t.id, t.claim, t.duration_ms, r.result,
+           NOT (t.id = ANY(%(uncounted)s::uuid[])) AS counted
+      FROM unnest(%(ids)s::uuid[], %(claims)s::int[], %(durations)s::bigint[])
+           AS t(id, claim, duration_ms)
+      LEFT JOIN unnest(%(result_ids)s::uuid[], %(results)s::text[]) AS r(id, result)
+        ON r.id = t.id
 ), settled AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'done', visible_at = NULL, claimed_by = NULL,
            result = s.result::jsonb, updated_at = clock.now,
            history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-               'attempt', j.attempt, 'worker', s.worker, 'at', clock.now))
+               'attempt', j.attempt, 'worker', %(worker)s::text, 'at', clock.now))
       FROM settle s, clock
      WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = s.id AND j.state = 'running'
-       AND j.claimed_by = s.worker AND j.claims = s.claim
+       AND j.claimed_by = %(worker)s AND j.claims = s.claim
     RETURNING j.id, j.name, s.duration_ms, s.counted
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
@@ -154,13 +159,16 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- error text: each column costs a decode per row); the rare buried rows are
 -- read in full by the driver afterwards. The attempt counts at claim, so a
 -- crash mid-run still spends it. The
+-- burial looks only at picked rows that were lapsed (only those can be on
+-- their final attempt while running), so a normal claim pays no second
+-- index probe per row. The
 -- updates find their rows by id = ANY(ARRAY(...)): joined to the picked CTE
 -- instead, the planner (which cannot see into it) chose a sequential scan
 -- of the whole table per claim once the picks were estimated at 64 rows.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), waiting AS MATERIALIZED (
-    SELECT w.id, w.priority, w.run_at
+    SELECT w.id, w.priority, w.run_at, false AS lapsed
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
@@ -174,7 +182,7 @@ WITH clock AS MATERIALIZED (
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = q.name)
 ), timers AS MATERIALIZED (
-    SELECT t.id, t.priority, t.run_at
+    SELECT t.id, t.priority, t.run_at, false AS lapsed
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
@@ -188,7 +196,7 @@ WITH clock AS MATERIALIZED (
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = q.name)
 ), lapsed AS MATERIALIZED (
-    SELECT j.id, j.priority, j.run_at
+    SELECT j.id, j.priority, j.run_at, true AS lapsed
       FROM ultimate_jobs_job j, clock
      WHERE j.state = 'running'
        AND j.visible_at <= clock.now
@@ -199,7 +207,7 @@ WITH clock AS MATERIALIZED (
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
 ), picked AS MATERIALIZED (
-    SELECT id FROM (SELECT * FROM waiting UNION ALL SELECT * FROM timers
+    SELECT id, lapsed FROM (SELECT * FROM waiting UNION ALL SELECT * FROM timers
                     UNION ALL SELECT * FROM lapsed) AS candidates
      ORDER BY priority DESC, run_at, id
      LIMIT %(limit)s
@@ -212,7 +220,7 @@ WITH clock AS MATERIALIZED (
                'attempt', j.attempt, 'worker', j.claimed_by, 'at', clock.now,
                'error', %(lapsed_error)s::text))
       FROM clock
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed))
        AND j.state = 'running' AND j.attempt >= j.max_attempts
     RETURNING j.id, j.name, j.queue, NULL::jsonb AS input, j.idempotency_key, j.run_id,
               j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
