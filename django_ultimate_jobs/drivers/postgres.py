@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import datetime
@@ -59,6 +60,8 @@ __all__ = ["PostgresDriver"]
 # between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
 _ENQUEUE_ROUNDS = 2
 _EXPLICIT_PREPARE_ONLY = 2**31 - 1
+_GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+"""Connections already switched to generic plans (see ``_rows``)."""
 # A JSON-escaped NUL character (an unescaped backslash, then u0000): jsonb
 # refuses it ("unsupported Unicode escape sequence").
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -100,6 +103,19 @@ class PostgresDriver:
             # threshold keeps Django's own queries unprepared, as configured,
             # while the explicit prepare=True below still prepares ours.
             raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
+        if (
+            raw.prepare_threshold == _EXPLICIT_PREPARE_ONLY
+            and raw not in _GENERIC_PLAN_CONNECTIONS
+            and not connection.in_atomic_block
+        ):
+            # Only our statements are prepared on this connection, and their
+            # partial indexes are chosen by literal predicates, so a generic
+            # plan is as good as a custom one. PostgreSQL's default kept
+            # re-planning the claim (custom plans cost less on paper with a
+            # known LIMIT): 1.2 ms of planning per claim, ~20% of its cost.
+            # Outside a transaction, so the SET is not rolled back with one.
+            raw.execute("SET plan_cache_mode = force_generic_plan")
+            _GENERIC_PLAN_CONNECTIONS.add(raw)
         with connection.wrap_database_errors:
             with psycopg.Cursor(raw) as cursor:
                 cursor.execute(
