@@ -273,7 +273,7 @@ class Worker:
         runnable: list[Attempt] = []
         for attempt in claimed:
             if attempt.handle is None:
-                self._settles.put(self._park_unknown(attempt))
+                self._settles.put([self._park_unknown(attempt)])
             else:
                 runnable.append(attempt)
         # Very short jobs reach the slots in chunks, one per slot: waking a
@@ -364,17 +364,25 @@ class Worker:
                 chunk = self._slots.get()
                 if chunk is _STOP:
                     return
+                finished: list[Execution] = []
                 for index, attempt in enumerate(chunk):
                     if attempt.settled:  # handed back by the drain before it started
                         continue
                     if attempt.handle.is_async and loop is None:
                         loop = asyncio.new_event_loop()
-                    self._run_in_slot(attempt, loop)
+                    execution = self._run_in_slot(attempt, loop)
+                    if execution is not None:
+                        finished.append(execution)
                     rest = chunk[index + 1 :]
                     if rest and attempt.elapsed_ms() > CHUNK_YIELD_MS:
                         for waiting in rest:
                             self._slots.put([waiting])
                         break
+                if finished:
+                    # One hand-over per chunk: the settler thread is woken
+                    # once, not once per job.
+                    self._mark_ran(finished)
+                    self._settles.put(finished)
         finally:
             if loop is not None:
                 loop.close()
@@ -382,7 +390,7 @@ class Worker:
 
     def _run_in_slot(
         self, attempt: Attempt, loop: asyncio.AbstractEventLoop | None
-    ) -> None:
+    ) -> Execution | None:
         attempt.start()
         self._send_started(attempt)
         try:
@@ -390,16 +398,14 @@ class Worker:
         except Exception:  # never lose the slot to a bug
             logger.exception("jobs.worker.slot-failed")
             execution = None
-        if execution is not None:
-            self._mark_ran(execution)
-            self._settles.put(execution)
-        elif attempt.abandoned:
+        if execution is None and attempt.abandoned:
             with self._lock:
                 self._stuck -= 1
         if execution is None or execution.error is not None:
             # Only a failed body can have broken its connection; a
             # scan of every connection per job cost ~8% of a no-op.
             _reset_broken_connections()
+        return execution
 
     def _settler_main(self) -> None:
         try:
@@ -407,7 +413,7 @@ class Worker:
                 first = self._settles.get()
                 if first is _STOP:
                     return
-                batch = [first]
+                batch: list[Execution] = list(first)
                 stop = False
                 # Gather what finishes within a couple of milliseconds into
                 # one statement: settles add latency to nothing a user waits
@@ -425,7 +431,7 @@ class Worker:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(item)
+                    batch.extend(item)
                 fault_point(BEFORE_OUTCOME_WRITE)
                 try:
                     self._settler.settle(batch)
@@ -439,12 +445,13 @@ class Worker:
         finally:
             connections.close_all()
 
-    def _mark_ran(self, execution: Execution) -> None:
-        # Before the settle is queued, so the settle cannot come first and
+    def _mark_ran(self, executions: list[Execution]) -> None:
+        # Before the settles are queued, so a settle cannot come first and
         # leave a stale id behind.
         with self._lock:
-            if execution.claimed.id in self._held:
-                self._ran.add(execution.claimed.id)
+            for execution in executions:
+                if execution.claimed.id in self._held:
+                    self._ran.add(execution.claimed.id)
             free = self._free_locked()
         if free >= self._worth_claiming():
             self._wake.set()
@@ -589,7 +596,7 @@ class Worker:
                 with self._lock:
                     self._stuck += 1
                     stuck = self._stuck
-                self._settles.put(settle_for(attempt, error=reason))
+                self._settles.put([settle_for(attempt, error=reason)])
                 if stuck > self.config.stuck_slots_max and self.state == "running":
                     logger.error(
                         "jobs.worker.too-many-stuck-slots", extra={"stuck": stuck}
@@ -621,19 +628,21 @@ class Worker:
             handed += 1
             reason = Draining(f"worker {self.id} is shutting down")
             self._settles.put(
-                Execution(
-                    attempt.claimed,
-                    "interrupted",
-                    attempt.elapsed_ms(),
-                    attempt.handle,
-                    nack=NackRequest(
-                        job_id=attempt.claimed.id,
-                        identity=attempt.claimed.identity,
-                        error=reason.render(),
-                        counts_as_attempt=False,
-                    ),
-                    error=reason,
-                )
+                [
+                    Execution(
+                        attempt.claimed,
+                        "interrupted",
+                        attempt.elapsed_ms(),
+                        attempt.handle,
+                        nack=NackRequest(
+                            job_id=attempt.claimed.id,
+                            identity=attempt.claimed.identity,
+                            error=reason.render(),
+                            counts_as_attempt=False,
+                        ),
+                        error=reason,
+                    )
+                ]
             )
         if handed:
             logger.info("jobs.worker.drain-handed-back", extra={"count": handed})
