@@ -89,7 +89,9 @@ def main() -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         counts_after = state_counts(conn)
-        (steps_left,) = conn.execute("SELECT count(*) FROM ultimate_jobs_step").fetchone()
+        (steps_left,) = conn.execute(
+            "SELECT count(*) FROM ultimate_jobs_step"
+        ).fetchone()
     assert counts_after == {
         "ready": counts_before["ready"] - claims["claimed"] - alone["claimed"],
         "running": claims["claimed"] + alone["claimed"],

@@ -16,10 +16,27 @@ class Migration(migrations.Migration):
         CreatePartitionedModel(
             name="PageView",
             fields=[
-                ("pk", models.CompositePrimaryKey("view_id", "viewed_at", blank=True, editable=False, primary_key=True, serialize=False)),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "view_id",
+                        "viewed_at",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
                 ("view_id", models.UUIDField(default=uuid.uuid4)),
                 ("viewed_at", models.DateTimeField(default=django.utils.timezone.now)),
-                ("product", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="shop.product")),
+                (
+                    "product",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="shop.product",
+                    ),
+                ),
             ],
             partition_by="viewed_at",
         ),
