@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import git_head, with_database  # noqa: E402
+from bench.common import git_head, recreate_database  # noqa: E402
 
 DB_NAME = "bench_uj_retention"
 FINISHED = int(os.environ.get("BENCH_RETENTION_ROWS", "1000000"))
@@ -61,10 +61,7 @@ def main() -> None:
     )
     import psycopg
 
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    os.environ["DATABASE_URL"] = with_database(base_url, DB_NAME)
+    os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     import django
 

@@ -91,12 +91,7 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     values: dict[str, Any] = {}
     for key, attr in _DURATION_KEYS.items():
         if key in raw:
-            try:
-                values[attr] = parse_duration_ms(
-                    raw[key], what=f"ULTIMATE_JOBS[{key!r}]"
-                )
-            except DurationInvalid as error:
-                raise SettingsInvalid(error.cause) from error
+            values[attr] = _duration(f"ULTIMATE_JOBS[{key!r}]", raw[key])
     for key, attr in _COUNT_KEYS.items():
         if key in raw:
             values[attr] = _count(key, raw[key])
@@ -147,16 +142,18 @@ def _retention(value: Any) -> dict[str, int]:
             f'ULTIMATE_JOBS["RETENTION"] has unknown keys: {unknown!r} '
             f"(known: {sorted(_RETENTION_KEYS)})"
         )
-    windows: dict[str, int] = {}
-    for key, attr in _RETENTION_KEYS.items():
-        if key in value:
-            try:
-                windows[attr] = parse_duration_ms(
-                    value[key], what=f'ULTIMATE_JOBS["RETENTION"][{key!r}]'
-                )
-            except DurationInvalid as error:
-                raise SettingsInvalid(error.cause) from error
-    return windows
+    return {
+        attr: _duration(f'ULTIMATE_JOBS["RETENTION"][{key!r}]', value[key])
+        for key, attr in _RETENTION_KEYS.items()
+        if key in value
+    }
+
+
+def _duration(what: str, value: Any) -> int:
+    try:
+        return parse_duration_ms(value, what=what)
+    except DurationInvalid as error:
+        raise SettingsInvalid(error.cause) from error
 
 
 def _count(key: str, value: Any) -> int:
