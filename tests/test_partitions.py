@@ -227,3 +227,28 @@ def test_visit_ids_are_unique_per_instant(db, visit_spec):
     maintain_partitions(START, specs=[visit_spec])
     visit = Visit.objects.create(at=START, visit_id=uuid.uuid4())
     assert Visit.objects.get(pk=(visit.visit_id, START)).path == "/"
+
+
+def test_the_command_refuses_a_value_that_is_not_iso(db):
+    """--now / --from take ISO 8601; anything else exits 1 before any DDL."""
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="not an ISO 8601"):
+        call_command(
+            "maintain_partitions", "--from", "last tuesday", stdout=io.StringIO()
+        )
+    assert partitions_of("jobsapp_visit") == set()
+
+
+def test_the_command_backfills_from_an_old_date(db):
+    """--from creates every day back to it (and the usual ones ahead)."""
+    call_command(
+        "maintain_partitions",
+        "--now",
+        "2030-01-01",
+        "--from",
+        "2029-12-30",
+        stdout=io.StringIO(),
+    )
+    days = ["20291230", "20291231", "20300101", "20300102", "20300103", "20300104"]
+    assert partitions_of("jobsapp_visit") == {f"jobsapp_visit_p{d}" for d in days}
