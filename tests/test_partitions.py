@@ -252,3 +252,11 @@ def test_the_command_backfills_from_an_old_date(db):
     )
     days = ["20291230", "20291231", "20300101", "20300102", "20300103", "20300104"]
     assert partitions_of("jobsapp_visit") == {f"jobsapp_visit_p{d}" for d in days}
+
+
+def test_a_declaration_on_another_key_than_the_tables_is_refused(db, visit_spec):
+    """Bounds computed for one column never land on another."""
+    spec = dataclasses.replace(visit_spec, by="path", column="path")
+    with pytest.raises(PartitionInvalid, match="partitioned on another key"):
+        maintain_partitions(START, specs=[spec])
+    assert partitions_of("jobsapp_visit") == set()

@@ -240,7 +240,14 @@ def existing_partitions(spec: PartitionSpec) -> set[str]:
             fix="create it with CreatePartitionedModel in the app's migration, then migrate",
             meta={"table": spec.table},
         )
-    return {name for _, name in rows if name is not None}
+    if rows[0][1] != spec.column:
+        raise PartitionInvalid(
+            f"table {spec.table} is partitioned on another key than "
+            f"column {spec.column!r} (by={spec.by!r})",
+            fix="declare partitioned(..., by=...) with the field the table is partitioned on",
+            meta={"table": spec.table},
+        )
+    return {name for _, _, name in rows if name is not None}
 
 
 def apply_plan(spec: PartitionSpec, plan: PartitionPlan) -> None:

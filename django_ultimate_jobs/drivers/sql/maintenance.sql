@@ -71,9 +71,17 @@ SELECT (SELECT count(*) FROM removed), (SELECT count(*) FROM steps);
 
 
 -- name: partition_list
--- The partitions of a range-partitioned table, by name. Answers no row when
--- the table does not exist or is not partitioned (the caller refuses it).
-SELECT p.partstrat, c.relname
+-- The partitions of a partitioned table, by name, with the table's
+-- partitioning strategy and key column (NULL for an expression or a
+-- multi-column key). Answers no row when the table does not exist or is not
+-- partitioned (the caller refuses it, as it does a key other than the
+-- declared one: bounds computed for one column must not land on another).
+SELECT p.partstrat,
+       CASE WHEN p.partnatts = 1 THEN
+           (SELECT a.attname FROM pg_attribute a
+             WHERE a.attrelid = p.partrelid AND a.attnum = p.partattrs[0])
+       END,
+       c.relname
   FROM pg_partitioned_table p
   LEFT JOIN pg_inherits i ON i.inhparent = p.partrelid
   LEFT JOIN pg_class c ON c.oid = i.inhrelid
