@@ -260,3 +260,12 @@ def test_a_declaration_on_another_key_than_the_tables_is_refused(db, visit_spec)
     with pytest.raises(PartitionInvalid, match="partitioned on another key"):
         maintain_partitions(START, specs=[spec])
     assert partitions_of("jobsapp_visit") == set()
+
+
+def test_a_naive_now_is_refused(db, visit_spec):
+    """Which day a naive instant falls on depends on the host: refused."""
+    from django_ultimate_jobs.errors import JobInputInvalid
+
+    with pytest.raises(JobInputInvalid, match="timezone-aware"):
+        maintain_partitions(datetime(2030, 1, 1), specs=[visit_spec])
+    assert partitions_of("jobsapp_visit") == set()

@@ -118,9 +118,15 @@ def test_deletes_run_in_batches_of_the_given_size(pg_driver):
     assert batches == [(2, 2), (2, 2), (1, 1)]
 
 
-def test_batch_must_be_a_positive_whole_number(pg_driver):
+@pytest.mark.parametrize(
+    "arguments", [{"batch": 0}, {"batch": 2.5}, {"now": datetime(2030, 1, 1)}]
+)
+def test_bad_arguments_are_refused_before_anything_is_deleted(pg_driver, arguments):
+    """A batch that is not a count, or a naive now, raises X_JOB_INPUT_INVALID."""
+    kept = make_job("done", timedelta(days=30))
     with pytest.raises(JobInputInvalid):
-        sweep_retention(batch=0)
+        sweep_retention(**arguments)
+    assert ids_left() == {kept}
 
 
 def test_expired_events_and_old_counter_hours_go(pg_driver):

@@ -8,8 +8,9 @@ from django.db import connections
 
 from ..drivers import get_driver
 from ..drivers.postgres import PostgresDriver
+from ..errors import JobInputInvalid
 
-__all__ = ["maintenance_now", "parse_instant"]
+__all__ = ["maintenance_now", "parse_instant", "require_aware"]
 
 
 def maintenance_now() -> datetime:
@@ -38,3 +39,17 @@ def parse_instant(text: str) -> datetime:
     """
     instant = datetime.fromisoformat(text)
     return instant if instant.tzinfo is not None else instant.replace(tzinfo=UTC)
+
+
+def require_aware(instant: datetime | None, what: str = "now") -> None:
+    """Refuse a naive datetime: which day it falls on would depend on the host.
+
+    Raises:
+        JobInputInvalid: ``instant`` is not a timezone-aware datetime.
+    """
+    if instant is None:
+        return
+    if not isinstance(instant, datetime) or instant.utcoffset() is None:
+        raise JobInputInvalid(
+            f"{what} must be a timezone-aware datetime, got {instant!r}"
+        )

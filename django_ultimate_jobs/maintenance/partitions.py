@@ -33,7 +33,7 @@ from ..conf import jobs_settings
 from ..drivers.sql import query
 from ..durations import is_count
 from ..errors import DbLockTimeout, PartitionInvalid
-from .instant import maintenance_now
+from .instant import maintenance_now, require_aware
 from .periods import INTERVALS, Interval, period_start, shift
 
 __all__ = [
@@ -208,9 +208,12 @@ def maintain_partitions(
         specs: the declarations to maintain (default: all of them).
 
     Raises:
+        JobInputInvalid: ``now`` or ``backfill_from`` has no timezone.
         PartitionInvalid: a declared table is missing or not range-partitioned.
         DbLockTimeout: a DDL statement waited past PARTITION_LOCK_TIMEOUT.
     """
+    require_aware(now)
+    require_aware(backfill_from, "backfill_from")
     instant = now if now is not None else maintenance_now()
     plans = []
     for spec in specs if specs is not None else registered_partitions():

@@ -26,7 +26,7 @@ from ..drivers.postgres import PostgresDriver
 from ..drivers.sql import query
 from ..errors import JobInputInvalid
 from ..states import JobState
-from .instant import maintenance_now
+from .instant import maintenance_now, require_aware
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -65,7 +65,8 @@ def sweep_retention(
         ``{"done", "failed", "steps", "events", "counters"}`` -> rows deleted.
 
     Raises:
-        JobInputInvalid: ``batch`` is not a whole number of at least 1.
+        JobInputInvalid: ``batch`` is not a whole number of at least 1, or
+            ``now`` has no timezone; before anything is deleted.
     """
     instant = now if now is not None else maintenance_now()
     report: dict[str, int] = {}
@@ -81,12 +82,14 @@ def sweep_target(
     """Sweep one target as of ``now``; answer rows deleted by kind.
 
     Raises:
-        JobInputInvalid: an unknown target or an invalid ``batch``.
+        JobInputInvalid: an unknown target, an invalid ``batch``, or a
+            ``now`` without a timezone.
     """
     if target not in TARGETS:
         raise JobInputInvalid(f"unknown retention target {target!r} (known: {TARGETS})")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise JobInputInvalid("batch must be a whole number of at least 1")
+    require_aware(now)
     driver = get_driver()
     if not isinstance(driver, PostgresDriver):
         return _sweep_memory(driver, target, now)
