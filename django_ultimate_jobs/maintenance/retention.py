@@ -38,8 +38,8 @@ __all__ = [
 
 DEFAULT_BATCH = 5_000
 """Rows per batch: large enough to amortise a round trip, small enough that
-one batch commits within about 0.1 s (bench/retention.py: median 104 ms,
-longest 250 ms on a busy 2-core machine)."""
+one batch commits within about 0.1 s (bench/retention.py: median 96 ms,
+longest 160 ms on a 2-core machine)."""
 
 TARGETS = ("done", "failed", "events", "counters")
 """The sweep's targets, in the order a pass runs them."""
