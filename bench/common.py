@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["ROOT", "child_env", "git_head", "with_database"]
+__all__ = ["ROOT", "child_env", "git_head", "recreate_database", "with_database"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,6 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` (query options such as host= kept)."""
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+def recreate_database(url: str, name: str) -> str:
+    """Drop and create database ``name`` on ``url``'s server; answer its URL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return with_database(url, name)
 
 
 def child_env(bench_url: str) -> dict[str, str]:

@@ -6,6 +6,9 @@ costs nothing: no models, no settings are touched until first use.
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from .drivers.base import Enqueued
 from .errors import (
     JobsError,
@@ -23,6 +26,7 @@ from .states import JobState
 
 __all__ = [
     "Concurrency",
+    "CreatePartitionedModel",
     "Enqueued",
     "JobHandle",
     "JobState",
@@ -36,8 +40,33 @@ __all__ = [
     "job_enqueued",
     "job_finished",
     "job_started",
+    "maintain_partitions",
+    "partitioned",
     "publish_event",
     "register_error_retry",
+    "sweep_retention",
 ]
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .maintenance.operations import CreatePartitionedModel
+    from .maintenance.partitions import maintain_partitions, partitioned
+    from .maintenance.retention import sweep_retention
+
+# Maintenance names load on first use: they pull in django.db.migrations
+# and the Postgres driver, which a plain ``import django_ultimate_jobs``
+# must not pay for.
+_LAZY = {
+    "CreatePartitionedModel": ".maintenance.operations",
+    "maintain_partitions": ".maintenance.partitions",
+    "partitioned": ".maintenance.partitions",
+    "sweep_retention": ".maintenance.retention",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(module, __name__), name)

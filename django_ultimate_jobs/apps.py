@@ -1,4 +1,4 @@
-"""App configuration: autodiscover ``<app>/jobs.py`` and register checks."""
+"""App configuration: built-in jobs, autodiscover ``<app>/jobs.py``, checks."""
 
 from __future__ import annotations
 
@@ -20,6 +20,9 @@ class UltimateJobsConfig(AppConfig):
         from .conf import connect_setting_changed
 
         connect_setting_changed()
+        # The built-in retention and partition jobs, before the apps' own.
+        from .maintenance import builtin  # noqa: F401
+
         autodiscover_modules("jobs")
         from .tasks.compat import SOURCE
 

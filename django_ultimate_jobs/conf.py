@@ -41,6 +41,9 @@ class JobsSettings:
     prepare: bool = True
     unknown_job_park_ms: int = 30_000
     redact_keys: tuple[str, ...] = field(default=_DEFAULT_REDACT)
+    retention_done_ms: int = 86_400_000
+    retention_failed_ms: int = 14 * 86_400_000
+    partition_lock_timeout_ms: int = 5_000
 
 
 _DURATION_KEYS = {
@@ -51,13 +54,24 @@ _DURATION_KEYS = {
     "WOKEN_IDLE_POLL_MAX": "woken_idle_poll_max_ms",
     "SHUTDOWN_DEADLINE": "shutdown_deadline_ms",
     "UNKNOWN_JOB_PARK": "unknown_job_park_ms",
+    "PARTITION_LOCK_TIMEOUT": "partition_lock_timeout_ms",
 }
 _COUNT_KEYS = {
     "CONCURRENCY": "concurrency",
     "CLAIM_BATCH": "claim_batch",
     "STUCK_SLOTS_MAX": "stuck_slots_max",
 }
-_OTHER_KEYS = {"DRIVER", "DATABASE", "QUEUES", "WAKE", "PREPARE", "REDACT_KEYS"}
+_OTHER_KEYS = {
+    "DRIVER",
+    "DATABASE",
+    "QUEUES",
+    "WAKE",
+    "PREPARE",
+    "REDACT_KEYS",
+    "RETENTION",
+}
+# RETENTION["<key>"]: how long finished rows of each kind are kept.
+_RETENTION_KEYS = {"done": "retention_done_ms", "failed": "retention_failed_ms"}
 _DRIVERS = {"postgres", "memory"}
 
 
@@ -77,12 +91,7 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     values: dict[str, Any] = {}
     for key, attr in _DURATION_KEYS.items():
         if key in raw:
-            try:
-                values[attr] = parse_duration_ms(
-                    raw[key], what=f"ULTIMATE_JOBS[{key!r}]"
-                )
-            except DurationInvalid as error:
-                raise SettingsInvalid(error.cause) from error
+            values[attr] = _duration(f"ULTIMATE_JOBS[{key!r}]", raw[key])
     for key, attr in _COUNT_KEYS.items():
         if key in raw:
             values[attr] = _count(key, raw[key])
@@ -109,6 +118,8 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
             values[key.lower()] = raw[key]
     if "REDACT_KEYS" in raw:
         values["redact_keys"] = _names("REDACT_KEYS", raw["REDACT_KEYS"])
+    if "RETENTION" in raw:
+        values.update(_retention(raw["RETENTION"]))
     if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:
         values["heartbeat_interval_ms"] = values["visibility_timeout_ms"] // 3
     parsed = JobsSettings(**values)
@@ -118,6 +129,31 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
             "VISIBILITY_TIMEOUT, or every lease lapses between renewals"
         )
     return parsed
+
+
+def _retention(value: Any) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        raise SettingsInvalid(
+            'ULTIMATE_JOBS["RETENTION"] must be a dict like {"done": "1d", "failed": "14d"}'
+        )
+    unknown = sorted(set(value) - set(_RETENTION_KEYS), key=str)
+    if unknown:
+        raise SettingsInvalid(
+            f'ULTIMATE_JOBS["RETENTION"] has unknown keys: {unknown!r} '
+            f"(known: {sorted(_RETENTION_KEYS)})"
+        )
+    return {
+        attr: _duration(f'ULTIMATE_JOBS["RETENTION"][{key!r}]', value[key])
+        for key, attr in _RETENTION_KEYS.items()
+        if key in value
+    }
+
+
+def _duration(what: str, value: Any) -> int:
+    try:
+        return parse_duration_ms(value, what=what)
+    except DurationInvalid as error:
+        raise SettingsInvalid(error.cause) from error
 
 
 def _count(key: str, value: Any) -> int:

@@ -446,3 +446,28 @@ class JobEventInvalid(JobsError):
     code = "X_JOB_EVENT_INVALID"
     retry_class = RetryClass.TERMINAL
     default_fix = "publish payloads the waiting schema accepts; retry the job to read the next event"
+
+
+# -- Maintenance (retention, partitions) -------------------------------------
+
+
+class PartitionInvalid(JobsError):
+    """A ``partitioned(...)`` declaration is refused (raised where it is made)."""
+
+    code = "X_PARTITION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "pass a model, a DateField or DateTimeField name, interval "
+        '"day"/"week"/"month", ahead >= 0 and retain >= 1'
+    )
+
+
+class DbLockTimeout(JobsError):
+    """A maintenance statement waited longer than its ``lock_timeout`` for a lock."""
+
+    code = "X_DB_LOCK_TIMEOUT"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "retry later (the job retries by itself); find the long transaction "
+        "holding the table in pg_stat_activity"
+    )

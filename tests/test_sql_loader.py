@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import pytest
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
 from django_ultimate_jobs.drivers.sql import queries
 
+FILES = pytest.mark.parametrize("filename", ["queries.sql", "maintenance.sql"])
 
-def test_statements_carry_no_comments():
+
+@FILES
+def test_statements_carry_no_comments(filename):
     """Statements are collapsed onto one line: a comment would swallow the rest."""
-    assert [name for name, text in queries().items() if "--" in text] == []
+    assert [name for name, text in queries(filename).items() if "--" in text] == []
 
 
-def test_statements_fit_psycopg_placeholder_cache():
+@FILES
+def test_statements_fit_psycopg_placeholder_cache(filename):
     """Every statement stays under psycopg's 4,096-byte conversion cache.
 
     Past it psycopg re-parses the placeholders of every call; for the
@@ -20,7 +25,7 @@ def test_statements_fit_psycopg_placeholder_cache():
     """
     too_long = {
         name: len(text.encode())
-        for name, text in queries().items()
+        for name, text in queries(filename).items()
         if len(text.encode()) > MAX_CACHED_STATEMENT_LENGTH
     }
     assert too_long == {}

@@ -1,6 +1,8 @@
-"""Load the named queries shipped in ``sql/queries.sql``.
+"""Load the named queries shipped in ``sql/*.sql``.
 
-A header line ``-- name: <query>`` starts each query; the comment lines that
+``queries.sql`` holds the driver's statements; ``maintenance.sql`` those of
+the retention sweep and partition maintenance (off the hot path, so kept
+apart). A header line ``-- name: <query>`` starts each query; the comment lines that
 follow it are its documentation and are kept out of the statement text.
 """
 
@@ -18,9 +20,9 @@ _LAYOUT = re.compile(r"\s+")
 
 
 @cache
-def queries() -> dict[str, LiteralString]:
-    """Return every named query, keyed by name."""
-    text = files(__package__).joinpath("sql/queries.sql").read_text("utf-8")
+def queries(filename: str = "queries.sql") -> dict[str, LiteralString]:
+    """Return every named query of ``sql/<filename>``, keyed by name."""
+    text = files(__package__).joinpath(f"sql/{filename}").read_text("utf-8")
     parts = _HEADER.split(text)[1:]
     named: dict[str, LiteralString] = {}
     for name, body in zip(parts[::2], parts[1::2], strict=True):
@@ -30,7 +32,7 @@ def queries() -> dict[str, LiteralString]:
             line for line in body.splitlines() if not line.lstrip().startswith("--")
         ).strip()
         if name in named:
-            raise ValueError(f"queries.sql names {name!r} twice")
+            raise ValueError(f"{filename} names {name!r} twice")
         # Collapse the layout: psycopg caches a statement's placeholder
         # conversion only up to 4,096 bytes, and the claim runs many times a
         # second (no statement has a string literal with repeated spaces).
@@ -40,6 +42,6 @@ def queries() -> dict[str, LiteralString]:
     return named
 
 
-def query(name: str) -> LiteralString:
-    """Return the statement named ``name``."""
-    return queries()[name]
+def query(name: str, filename: str = "queries.sql") -> LiteralString:
+    """Return the statement named ``name`` in ``sql/<filename>``."""
+    return queries(filename)[name]

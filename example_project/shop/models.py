@@ -1,7 +1,12 @@
 """A minimal catalogue and its orders. Prices are whole cents, never floats."""
 
+import uuid
+
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
+
+from django_ultimate_jobs import partitioned
 
 
 class Product(models.Model):
@@ -51,3 +56,27 @@ class OrderLine(models.Model):
 
     def __str__(self):
         return f"{self.quantity} x {self.product}"
+
+
+class PageView(models.Model):
+    """One view of a product page: a high-volume, append-only table.
+
+    Range-partitioned by month on ``viewed_at`` (migration 0002 creates it
+    with ``CreatePartitionedModel``): dropping a month of old views is a
+    ``DROP TABLE`` of one partition, not a million-row ``DELETE``. The
+    partition key must be part of the primary key, hence the composite key.
+    """
+
+    pk = models.CompositePrimaryKey("view_id", "viewed_at")
+    view_id = models.UUIDField(default=uuid.uuid4)
+    viewed_at = models.DateTimeField(default=timezone.now)
+    product = models.ForeignKey(Product, on_delete=models.CASCADE, related_name="+")
+
+    def __str__(self):
+        return f"{self.product_id} viewed at {self.viewed_at}"
+
+
+# The current month and the next 3 exist ahead of time; months older than
+# 12 are dropped, by the daily ultimate_jobs.partitions job or
+# `manage.py maintain_partitions` (run it once right after migrate).
+partitioned(PageView, by="viewed_at", interval="month", ahead=3, retain=12)

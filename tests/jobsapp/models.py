@@ -1,7 +1,12 @@
-"""Models of the test app: the effects table the acceptance tier measures."""
+"""Models of the test app: the effects table the acceptance tier measures, and
+a partitioned table for the maintenance tests."""
+
+import uuid
 
 from django.db import models
 from django.db.models.functions import Now
+
+from django_ultimate_jobs import partitioned
 
 
 class Effect(models.Model):
@@ -24,3 +29,22 @@ class Effect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.job_id} claim={self.claims} by {self.worker}"
+
+
+class Visit(models.Model):
+    """A range-partitioned table (one partition per UTC day), for maintenance tests.
+
+    The partition key must be in every unique constraint, the primary key
+    included: hence the composite key.
+    """
+
+    pk = models.CompositePrimaryKey("visit_id", "at")
+    visit_id = models.UUIDField(default=uuid.uuid4)
+    at = models.DateTimeField()
+    path = models.TextField(default="/")
+
+    def __str__(self) -> str:
+        return f"{self.path} at {self.at}"
+
+
+partitioned(Visit, by="at", interval="day", ahead=3, retain=7)

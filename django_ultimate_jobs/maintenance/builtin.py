@@ -1,0 +1,75 @@
+"""The built-in maintenance jobs: ``ultimate_jobs.retention`` and ``ultimate_jobs.partitions``.
+
+Imported by ``AppConfig.ready()``, so every worker knows them. Each holds a
+fixed idempotency key: one live run at a time, however often it is
+enqueued. The first step reads the clock once; every later step (one per
+target, one per partitioned table) is durable, so an attempt that dies
+mid-way resumes at the target it stopped on, with the same clock.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from ..context import JobContext
+from ..jobs import job
+from .instant import maintenance_now, parse_instant
+from .partitions import maintain_partitions, registered_partitions
+from .retention import TARGETS, sweep_target
+
+__all__ = ["PARTITIONS_JOB", "RETENTION_JOB", "partitions", "retention"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+RETENTION_JOB = "ultimate_jobs.retention"
+PARTITIONS_JOB = "ultimate_jobs.partitions"
+
+
+def _read_clock() -> str:
+    return maintenance_now().isoformat()
+
+
+@job(name=RETENTION_JOB, idempotency_key=lambda _input: "retention")
+def retention(ctx: JobContext) -> dict[str, int]:
+    """Sweep every retention target as of one clock reading, one step each."""
+    now = datetime.fromisoformat(ctx.step.run("clock", _read_clock))
+    report: dict[str, int] = {}
+    for target in TARGETS:
+        counts: dict[str, int] = ctx.step.run(target, sweep_target, target, now)
+        for key, count in counts.items():
+            report[key] = report.get(key, 0) + count
+    if any(report.values()):
+        logger.info("jobs.retention.swept", extra={"removed": report})
+    return report
+
+
+@job(name=PARTITIONS_JOB, idempotency_key=lambda _input: "partitions")
+def partitions(
+    ctx: JobContext, *, backfill_from: str | None = None
+) -> dict[str, dict[str, list[str]]]:
+    """Maintain every ``partitioned(...)`` table, one step each.
+
+    Args:
+        backfill_from: an ISO instant; also create every partition back to
+            it and drop nothing (enqueue it once before copying old rows).
+    """
+    now = datetime.fromisoformat(ctx.step.run("clock", _read_clock))
+    since = parse_instant(backfill_from) if backfill_from else None
+    return {
+        spec.table: ctx.step.run(spec.table, _maintain_one, spec.table, now, since)
+        for spec in registered_partitions()
+    }
+
+
+def _maintain_one(
+    table: str, now: datetime, since: datetime | None
+) -> dict[str, list[str]]:
+    # Declarations are read per attempt: one added by a deploy is
+    # maintained from the next run.
+    specs = [spec for spec in registered_partitions() if spec.table == table]
+    plans = maintain_partitions(now, backfill_from=since, specs=specs)
+    return {
+        "created": [p.name for plan in plans for p in plan.create],
+        "dropped": [p.name for plan in plans for p in plan.drop],
+    }
