@@ -1,0 +1,123 @@
+"""The admin over the test client: pages render, verbs are gated and logged.
+
+The browser tests (tests/test_admin_browser.py) drive the same pages in
+Chromium; these cover the refusals and the audit trail row by row.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Permission, User
+from django.urls import reverse
+
+from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest
+from tests.jobsapp.jobs import noop
+
+pytestmark = pytest.mark.postgres
+
+LIST = "admin:ultimate_jobs_job_changelist"
+
+
+def dead_job(driver, error="X_BOOM: the card was declined"):
+    enqueued = noop.enqueue(n=1, password="hunter2")
+    (claimed,) = driver.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert driver.nack(
+        NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            dead_letter=True,
+            error=error,
+            stack="Traceback: line 1",
+        )
+    )
+    return enqueued.id
+
+
+@pytest.fixture
+def staff(db):
+    """A staff user who may look at jobs but not re-drive them."""
+    user = User.objects.create_user("viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_job"))
+    return user
+
+
+def test_pages_render_for_a_superuser(admin_client, pg_driver):
+    """List, filtered list, search, job page and the four pages all answer 200."""
+    job_id = dead_job(pg_driver)
+    listing = admin_client.get(reverse(LIST))
+    assert listing.status_code == 200 and str(job_id) in listing.text
+    assert str(job_id) in admin_client.get(reverse(LIST), {"state": "dead"}).text
+    assert str(job_id) not in admin_client.get(reverse(LIST), {"state": "done"}).text
+    for term in (str(job_id), str(job_id)[:8]):
+        assert str(job_id) in admin_client.get(reverse(LIST), {"q": term}).text
+    page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
+    assert "X_BOOM: the card was declined" in page.text
+    assert "hunter2" not in page.text and "[redacted]" in page.text
+    for name in ("dead_letter", "queues", "workers", "dashboard"):
+        response = admin_client.get(reverse(f"admin:ultimate_jobs_job_{name}"))
+        assert response.status_code == 200, name
+
+
+def test_retry_confirms_then_acts_and_logs(admin_client, admin_user, pg_driver):
+    """GET shows a confirmation; the confirming POST requeues and logs."""
+    job_id = dead_job(pg_driver)
+    url = reverse("admin:ultimate_jobs_job_operate", args=[job_id, "retry"])
+    assert "Yes, retry" in admin_client.get(url).text
+    assert pg_driver.get(job_id).state == "dead"
+    admin_client.post(url, {"confirmed": "yes"})
+    assert pg_driver.get(job_id).state == "ready"
+    entry = LogEntry.objects.get(object_id=str(job_id))
+    assert (entry.user_id, entry.change_message) == (admin_user.pk, "Retry (admin)")
+
+
+def test_a_viewer_sees_no_verbs_and_a_forged_post_is_refused(client, staff, pg_driver):
+    """Without retry_job: no action, no button, and a forged POST is a 403."""
+    job_id = dead_job(pg_driver)
+    client.force_login(staff)
+    listing = client.get(reverse(LIST))
+    assert listing.status_code == 200 and "retry_selected" not in listing.text
+    page = client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
+    assert "uj-verb-retry" not in page.text
+    url = reverse("admin:ultimate_jobs_job_operate", args=[job_id, "retry"])
+    assert client.post(url, {"confirmed": "yes"}).status_code == 403
+    forged = {"action": "retry_selected", "_selected_action": [str(job_id)]}
+    client.post(reverse(LIST), {**forged, "confirmed": "yes"})
+    dead = reverse("admin:ultimate_jobs_job_dead_letter")
+    assert client.post(dead, {"name": "tests.noop", "confirmed": "yes"}).status_code == 403
+    assert pg_driver.get(job_id).state == "dead"
+    assert not LogEntry.objects.exists()
+
+
+def test_list_action_retries_the_selected_jobs(admin_client, pg_driver):
+    """The list action confirms, then retries each selected job."""
+    ids = [dead_job(pg_driver) for _ in range(2)]
+    chosen = {"action": "retry_selected", "_selected_action": [str(i) for i in ids]}
+    confirm = admin_client.post(reverse(LIST), chosen)
+    assert "Retry 2 job(s)?" in confirm.text
+    admin_client.post(reverse(LIST), {**chosen, "confirmed": "yes"})
+    assert {pg_driver.get(i).state for i in ids} == {"ready"}
+    assert LogEntry.objects.count() == 2
+
+
+def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
+    """Dead jobs group by name and error code; Retry all moves them."""
+    ids = [dead_job(pg_driver) for _ in range(3)]
+    page = admin_client.get(reverse("admin:ultimate_jobs_job_dead_letter"))
+    assert "X_BOOM" in page.text and "Retry all dead tests.noop" in page.text
+    url = reverse("admin:ultimate_jobs_job_dead_letter")
+    admin_client.post(url, {"name": "tests.noop", "confirmed": "yes"})
+    assert {pg_driver.get(i).state for i in ids} == {"ready"}
+
+
+def test_queue_pause_and_resume(admin_client, pg_driver):
+    """Pause and resume from the queues page, each confirmed."""
+    url = reverse("admin:ultimate_jobs_job_queues")
+    assert "Yes, pause" in admin_client.post(url, {"queue": "default", "verb": "pause"}).text
+    assert pg_driver.paused_queues() == []
+    admin_client.post(url, {"queue": "default", "verb": "pause", "confirmed": "yes"})
+    assert [p.name for p in pg_driver.paused_queues()] == ["default"]
+    admin_client.post(url, {"queue": "default", "verb": "resume", "confirmed": "yes"})
+    assert pg_driver.paused_queues() == []
