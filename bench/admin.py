@@ -29,7 +29,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import git_head, with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    drop_database,
+    git_head,
+    recreate_database,
+    setup_django,
+    with_database,
+)
 
 BENCH_DB = "bench_uj_admin"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -87,38 +93,6 @@ PAGES = {
 }
 
 
-def recreate_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-
-
-def drop_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(BENCH_DB)
-            )
-        )
-
-
-def setup_django(bench_url: str) -> None:
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
-
-
 def load(rows: int) -> float:
     from django.db import connection
 
@@ -171,7 +145,7 @@ def main() -> int:
     args = parser.parse_args()
     url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     bench_url = with_database(url, BENCH_DB)
-    recreate_database(url)
+    recreate_database(url, BENCH_DB)
     try:
         setup_django(bench_url)
         from django.contrib.auth.models import User
@@ -185,7 +159,11 @@ def main() -> int:
         user = User.objects.create_superuser("bench", "bench@example.com", "pw")
         client = Client()
         client.force_login(user)
-        sample = Job.objects.filter(state="dead").order_by("-id").values_list("id", flat=True)[0]
+        sample = (
+            Job.objects.filter(state="dead")
+            .order_by("-id")
+            .values_list("id", flat=True)[0]
+        )
         results = {}
         for label, path in PAGES.items():
             path = path.format(prefix=str(sample)[:8], job_id=sample)
@@ -201,8 +179,13 @@ def main() -> int:
         operator.list_jobs(state="dead", limit=200, after=page["next"])
         list_s = (time.perf_counter() - started) / 2
         print(f"{'operator.list_jobs(dead, 200)':<34} mean   {list_s * 1000:7.1f} ms")
-        for label in ("jobs list", "filtered: state=dead", "filtered: name=bench.job7",
-                      "search: id prefix", "search: idempotency key"):
+        for label in (
+            "jobs list",
+            "filtered: state=dead",
+            "filtered: name=bench.job7",
+            "search: id prefix",
+            "search: idempotency key",
+        ):
             print(f"\n== {label}: job-table statements and plans ==")
             for statement in results[label]["statements"]:
                 print(statement[:300] + (" ..." if len(statement) > 300 else ""))
@@ -215,7 +198,11 @@ def main() -> int:
                     "rows": args.rows,
                     "load_s": load_s,
                     "pages": {
-                        k: {"path": r["path"], "median_s": r["median_s"], "max_s": r["max_s"]}
+                        k: {
+                            "path": r["path"],
+                            "median_s": r["median_s"],
+                            "max_s": r["max_s"],
+                        }
                         for k, r in results.items()
                     },
                     "operator_list_jobs_s": list_s,
@@ -236,7 +223,7 @@ def main() -> int:
 
         connections.close_all()
         if not args.keep:
-            drop_database(url)
+            drop_database(url, BENCH_DB)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
 from .clock import system_clock
@@ -42,6 +42,8 @@ from .states import FINISHED_STATES, PROMOTABLE_STATES, JobState
 
 __all__ = [
     "DEFAULT_JOB_PAGE",
+    "BulkScope",
+    "ListFilters",
     "cancel",
     "counters",
     "list_jobs",
@@ -60,6 +62,28 @@ __all__ = [
 ]
 
 DEFAULT_JOB_PAGE = 100
+
+
+class ListFilters(TypedDict, total=False):
+    """The filters of :func:`list_jobs` (``None``: any)."""
+
+    queue: str | None
+    name: str | None
+    state: str | Iterable[str] | None
+    tenant: str | None
+    id_prefix: str | None
+    created_from: datetime | None
+    created_to: datetime | None
+
+
+class BulkScope(TypedDict, total=False):
+    """Which rows a bulk verb reads besides their state (``None``: any)."""
+
+    queue: str | None
+    name: str | None
+    tenant: str | None
+
+
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -127,19 +151,14 @@ def remove(job_id: str | UUID) -> dict[str, Any]:
 
 def list_jobs(
     *,
-    queue: str | None = None,
-    name: str | None = None,
-    state: str | Iterable[str] | None = None,
-    tenant: str | None = None,
-    id_prefix: str | None = None,
-    created_from: datetime | None = None,
-    created_to: datetime | None = None,
     after: str | None = None,
     limit: int = DEFAULT_JOB_PAGE,
+    **filters: Unpack[ListFilters],
 ) -> dict[str, Any]:
     """One page of jobs, newest first, and the cursor of the next page.
 
-    ``after`` is the ``next`` cursor a previous page answered; ``next`` is
+    ``filters`` are :func:`job_filter`'s (queue, name, state, tenant,
+    id_prefix, created_from, created_to). ``after`` is the ``next`` cursor a previous page answered; ``next`` is
     ``None`` on a page shorter than ``limit`` (the last one).
 
     Raises:
@@ -152,15 +171,7 @@ def list_jobs(
         raise JobPageInvalid(
             f"limit must be between 1 and {MAX_JOB_PAGE}", meta={"limit": limit}
         )
-    where = job_filter(
-        queue=queue,
-        name=name,
-        state=state,
-        tenant=tenant,
-        id_prefix=id_prefix,
-        created_from=created_from,
-        created_to=created_to,
-    )
+    where = job_filter(**filters)
     records = get_driver().list_jobs(where, before=_cursor(after), limit=limit)
     jobs = [_job_summary(record) for record in records]
     full = len(records) == limit
@@ -200,19 +211,13 @@ def job_filter(
     )
 
 
-def requeue_many(
-    *,
-    state: str = "dead",
-    queue: str | None = None,
-    name: str | None = None,
-    tenant: str | None = None,
-) -> dict[str, int]:
+def requeue_many(*, state: str = "dead", **scope: Unpack[BulkScope]) -> dict[str, int]:
     """Requeue up to 1,000 finished jobs (oldest first); call until ``remaining`` is 0.
 
     Raises:
         JobNotRequeueable: ``state`` is not a finished state.
     """
-    where = job_filter(state=state, queue=queue, name=name, tenant=tenant)
+    where = job_filter(state=state, **scope)
     if not where.states or not where.states <= FINISHED_STATES:
         raise JobNotRequeueable(
             f"only finished jobs can be retried, not {state!r} ones",
@@ -222,18 +227,14 @@ def requeue_many(
 
 
 def remove_many(
-    *,
-    state: str | None = None,
-    queue: str | None = None,
-    name: str | None = None,
-    tenant: str | None = None,
+    *, state: str | None = None, **scope: Unpack[BulkScope]
 ) -> dict[str, int]:
     """Delete up to 1,000 jobs that are not running (oldest first).
 
     Raises:
         JobNotRemovable: ``state`` is ``running``.
     """
-    where = job_filter(state=state, queue=queue, name=name, tenant=tenant)
+    where = job_filter(state=state, **scope)
     if where.states is not None and JobState.RUNNING in where.states:
         raise JobNotRemovable(
             "running jobs cannot be removed", meta={"state": "running"}
@@ -242,18 +243,14 @@ def remove_many(
 
 
 def promote_many(
-    *,
-    state: str | None = None,
-    queue: str | None = None,
-    name: str | None = None,
-    tenant: str | None = None,
+    *, state: str | None = None, **scope: Unpack[BulkScope]
 ) -> dict[str, int]:
     """Run up to 1,000 waiting (delayed, or ready in backoff) jobs now.
 
     Raises:
         JobNotPromotable: ``state`` is neither ``ready`` nor ``delayed``.
     """
-    where = job_filter(state=state, queue=queue, name=name, tenant=tenant)
+    where = job_filter(state=state, **scope)
     if where.states is None:
         where = replace(where, states=PROMOTABLE_STATES)
     elif not where.states <= PROMOTABLE_STATES:

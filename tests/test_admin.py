@@ -86,7 +86,9 @@ def test_a_viewer_sees_no_verbs_and_a_forged_post_is_refused(client, staff, pg_d
     forged = {"action": "retry_selected", "_selected_action": [str(job_id)]}
     client.post(reverse(LIST), {**forged, "confirmed": "yes"})
     dead = reverse("admin:ultimate_jobs_job_dead_letter")
-    assert client.post(dead, {"name": "tests.noop", "confirmed": "yes"}).status_code == 403
+    assert (
+        client.post(dead, {"name": "tests.noop", "confirmed": "yes"}).status_code == 403
+    )
     assert pg_driver.get(job_id).state == "dead"
     assert not LogEntry.objects.exists()
 
@@ -115,7 +117,10 @@ def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
 def test_queue_pause_and_resume(admin_client, pg_driver):
     """Pause and resume from the queues page, each confirmed."""
     url = reverse("admin:ultimate_jobs_job_queues")
-    assert "Yes, pause" in admin_client.post(url, {"queue": "default", "verb": "pause"}).text
+    assert (
+        "Yes, pause"
+        in admin_client.post(url, {"queue": "default", "verb": "pause"}).text
+    )
     assert pg_driver.paused_queues() == []
     admin_client.post(url, {"queue": "default", "verb": "pause", "confirmed": "yes"})
     assert [p.name for p in pg_driver.paused_queues()] == ["default"]

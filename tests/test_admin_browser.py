@@ -124,7 +124,10 @@ class Admin:
         self.find("#id_username").send_keys(username)
         self.find("#id_password").send_keys(PASSWORD)
         self.click("input[type=submit]")
-        assert "Log out" in self.browser.page_source or "logout" in self.browser.page_source
+        assert (
+            "Log out" in self.browser.page_source
+            or "logout" in self.browser.page_source
+        )
 
     def text(self, css="body"):
         return self.find(css).text

@@ -47,9 +47,7 @@ def is_confirmed(request: HttpRequest) -> bool:
     return request.method == "POST" and request.POST.get(CONFIRM_FIELD) == "yes"
 
 
-def confirmation(
-    request: HttpRequest, context: dict[str, Any]
-) -> TemplateResponse:
+def confirmation(request: HttpRequest, context: dict[str, Any]) -> TemplateResponse:
     """The "Are you sure?" page; its form re-posts with ``confirmed=yes``."""
     return TemplateResponse(
         request,

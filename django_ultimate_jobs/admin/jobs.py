@@ -35,6 +35,13 @@ __all__ = ["JobAdmin"]
 _WIDE = ("input", "last_error_stack", "history", "result", "progress")
 _HEX = frozenset("0123456789abcdef")
 _MIN_PREFIX = 4
+# The pages routed under the jobs URLs: slug -> module with view().
+_PAGES = {
+    "dead-letter": dead_letter,
+    "queues": queues,
+    "workers": workers,
+    "dashboard": dashboard,
+}
 # Which single-job verbs a state allows (the page offers only these).
 _VERB_STATES = {
     "retry": FINISHED_STATES,
@@ -59,7 +66,12 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         "error_summary",
     )
     list_display_links = ("short_id",)
-    actions = ("retry_selected", "cancel_selected", "promote_selected", "remove_selected")
+    actions = (
+        "retry_selected",
+        "cancel_selected",
+        "promote_selected",
+        "remove_selected",
+    )
     list_filter = (StateFilter, QueueFilter, NameFilter, TenantFilter)
     search_fields = ("idempotency_key",)
     search_help_text = "A job id, the first hex digits of one, or an idempotency key."
@@ -114,7 +126,9 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
         """The state, styled by kind."""
-        return format_html('<span class="uj-state uj-{}">{}</span>', job.state, job.state)
+        return format_html(
+            '<span class="uj-state uj-{}">{}</span>', job.state, job.state
+        )
 
     @admin.display(description="attempts")
     def attempts(self, job: Job) -> str:
@@ -168,29 +182,17 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         wrap = self.admin_site.admin_view
         pages = [
             path(
-                "dead-letter/",
-                wrap(lambda r: dead_letter.view(self, r)),
-                name="ultimate_jobs_job_dead_letter",
-            ),
-            path(
-                "queues/",
-                wrap(lambda r: queues.view(self, r)),
-                name="ultimate_jobs_job_queues",
-            ),
-            path(
-                "workers/",
-                wrap(lambda r: workers.view(self, r)),
-                name="ultimate_jobs_job_workers",
-            ),
-            path(
-                "dashboard/",
-                wrap(lambda r: dashboard.view(self, r)),
-                name="ultimate_jobs_job_dashboard",
-            ),
+                f"{slug}/",
+                wrap(lambda request, page=page: page.view(self, request)),
+                name=f"ultimate_jobs_job_{slug.replace('-', '_')}",
+            )
+            for slug, page in _PAGES.items()
+        ]
+        pages.append(
             path(
                 "<uuid:job_id>/operate/<str:verb>/",
                 wrap(lambda r, job_id, verb: operate_view(self, r, job_id, verb)),
                 name="ultimate_jobs_job_operate",
-            ),
-        ]
+            )
+        )
         return pages + super().get_urls()

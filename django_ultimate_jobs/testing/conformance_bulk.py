@@ -142,5 +142,7 @@ class BulkConformance:
         mine = totals[lane.job]
         assert (mine.done, mine.dead, mine.retried, mine.failed) == (1, 1, 0, 0)
         assert mine.duration_ms == 40
-        later = {t.job for t in driver.counter_totals(clock.now() + timedelta(minutes=1))}
+        later = {
+            t.job for t in driver.counter_totals(clock.now() + timedelta(minutes=1))
+        }
         assert lane.job not in later

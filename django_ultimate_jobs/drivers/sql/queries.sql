@@ -393,6 +393,32 @@ UPDATE ultimate_jobs_job AS j
 RETURNING j.id;
 
 
+-- fragment: bulk_moved_answer
+-- The tail of job_promote_many and job_requeue_many, after their eligible
+-- and moved CTEs: wake each queue that got rows, answer affected and
+-- remaining (what a second call could still move).
+), woke AS (
+    SELECT pg_notify('ultimate_jobs_wake', q.queue) FROM (SELECT DISTINCT queue FROM moved) q
+)
+SELECT (SELECT count(*) FROM moved) AS affected,
+       (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
+       (SELECT count(*) FROM woke)
+
+
+-- fragment: job_filter
+-- The optional filters of the listing and bulk statements, over rows
+-- aliased j: each parameter left NULL matches any row.
+   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
+       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
+       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
+       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
+       AND (%(created_from)s::timestamptz IS NULL
+            OR j.created_at >= %(created_from)s::timestamptz)
+       AND (%(created_to)s::timestamptz IS NULL
+            OR j.created_at < %(created_to)s::timestamptz)
+
+
 -- name: job_list
 -- One page of jobs, newest id first (ids are UUIDv7: creation order), after
 -- the previous page's last id. Each filter is optional (NULL: any); the
@@ -406,15 +432,7 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
   FROM ultimate_jobs_job j
  WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
    AND (%(before)s::uuid IS NULL OR j.id < %(before)s::uuid)
-       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
-       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
-       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
-       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
-       AND (%(created_from)s::timestamptz IS NULL
-            OR j.created_at >= %(created_from)s::timestamptz)
-       AND (%(created_to)s::timestamptz IS NULL
-            OR j.created_at < %(created_to)s::timestamptz)
+       @job_filter
  ORDER BY j.id DESC
  LIMIT %(limit)s;
 
@@ -525,15 +543,7 @@ WITH clock AS (
       FROM ultimate_jobs_job j, clock
      WHERE j.state = ANY(%(states)s::text[])
        AND (j.state = 'delayed' OR j.run_at > clock.now)
-       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
-       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
-       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
-       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
-       AND (%(created_from)s::timestamptz IS NULL
-            OR j.created_at >= %(created_from)s::timestamptz)
-       AND (%(created_to)s::timestamptz IS NULL
-            OR j.created_at < %(created_to)s::timestamptz)
+       @job_filter
 ), picked AS (
     SELECT id FROM eligible ORDER BY id LIMIT %(limit)s
 ), moved AS (
@@ -542,12 +552,7 @@ WITH clock AS (
       FROM picked, clock
      WHERE j.id = picked.id AND j.state IN ('ready', 'delayed')
     RETURNING j.queue
-), woke AS (
-    SELECT pg_notify('ultimate_jobs_wake', q.queue) FROM (SELECT DISTINCT queue FROM moved) q
-)
-SELECT (SELECT count(*) FROM moved) AS affected,
-       (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
-       (SELECT count(*) FROM woke);
+@bulk_moved_answer;
 
 
 -- name: job_remove
@@ -574,15 +579,7 @@ WITH eligible AS (
     SELECT j.id
       FROM ultimate_jobs_job j
      WHERE j.state = ANY(%(states)s::text[]) AND j.state <> 'running'
-       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
-       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
-       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
-       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
-       AND (%(created_from)s::timestamptz IS NULL
-            OR j.created_at >= %(created_from)s::timestamptz)
-       AND (%(created_to)s::timestamptz IS NULL
-            OR j.created_at < %(created_to)s::timestamptz)
+       @job_filter
 ), picked AS (
     SELECT id FROM eligible ORDER BY id LIMIT %(limit)s
 ), removed AS (
@@ -658,15 +655,7 @@ WITH clock AS (
                         coalesce(j.idempotency_key, j.id::text)) j.id
       FROM ultimate_jobs_job j
      WHERE j.state = ANY(%(states)s::text[])
-       AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
-       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
-       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
-       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
-       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
-       AND (%(created_from)s::timestamptz IS NULL
-            OR j.created_at >= %(created_from)s::timestamptz)
-       AND (%(created_to)s::timestamptz IS NULL
-            OR j.created_at < %(created_to)s::timestamptz)
+       @job_filter
        AND NOT EXISTS (
            SELECT 1 FROM ultimate_jobs_job h
             WHERE j.idempotency_key IS NOT NULL AND h.name = j.name
@@ -684,12 +673,7 @@ WITH clock AS (
       FROM picked, clock
      WHERE j.id = picked.id AND j.state IN ('done', 'failed', 'dead', 'cancelled')
     RETURNING j.queue
-), woke AS (
-    SELECT pg_notify('ultimate_jobs_wake', q.queue) FROM (SELECT DISTINCT queue FROM moved) q
-)
-SELECT (SELECT count(*) FROM moved) AS affected,
-       (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
-       (SELECT count(*) FROM woke);
+@bulk_moved_answer;
 
 
 -- name: job_stats
