@@ -74,6 +74,7 @@ class ListFilters(TypedDict, total=False):
     id_prefix: str | None
     created_from: datetime | None
     created_to: datetime | None
+    error_code: str | None
 
 
 class BulkScope(TypedDict, total=False):
@@ -82,6 +83,7 @@ class BulkScope(TypedDict, total=False):
     queue: str | None
     name: str | None
     tenant: str | None
+    error_code: str | None
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -187,13 +189,19 @@ def job_filter(
     id_prefix: str | None = None,
     created_from: datetime | None = None,
     created_to: datetime | None = None,
+    error_code: str | None = None,
 ) -> JobFilter:
     """Validate listing filters into a :class:`JobFilter`.
 
     Raises:
         JobPageInvalid: an unknown state, a prefix that is not hex, an
-            empty created range.
+            empty created range, an error code holding ``:``.
     """
+    if error_code is not None and (not error_code or ":" in error_code):
+        raise JobPageInvalid(
+            "an error code is the X_... before the colon of an error",
+            meta={"error_code": error_code},
+        )
     id_min = id_max = None
     if id_prefix is not None:
         id_min, id_max = _id_range(id_prefix)
@@ -208,6 +216,7 @@ def job_filter(
         id_max=id_max,
         created_from=created_from,
         created_to=created_to,
+        error_code=error_code,
     )
 
 

@@ -105,13 +105,21 @@ def test_list_action_retries_the_selected_jobs(admin_client, pg_driver):
 
 
 def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
-    """Dead jobs group by name and error code; Retry all moves them."""
+    """Dead jobs group by name and error code; a group's Retry moves that group."""
     ids = [dead_job(pg_driver) for _ in range(3)]
-    page = admin_client.get(reverse("admin:ultimate_jobs_job_dead_letter"))
-    assert "X_BOOM" in page.text and "Retry all dead tests.noop" in page.text
+    other = dead_job(pg_driver, error="X_TIMEOUT: the bank was slow")
     url = reverse("admin:ultimate_jobs_job_dead_letter")
-    admin_client.post(url, {"name": "tests.noop", "confirmed": "yes"})
+    page = admin_client.get(url)
+    assert "X_BOOM" in page.text and "X_TIMEOUT" in page.text
+    assert "Retry these 3" in page.text
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    assert "3 dead job(s)" in admin_client.post(url, group).text
+    admin_client.post(url, {**group, "confirmed": "yes"})
     assert {pg_driver.get(i).state for i in ids} == {"ready"}
+    assert pg_driver.get(other).state == "dead"
+    assert LogEntry.objects.get().change_message == (
+        "Retried 3 dead tests.noop X_BOOM job(s) (admin)"
+    )
 
 
 def test_queue_pause_and_resume(admin_client, pg_driver):

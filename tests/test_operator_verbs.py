@@ -104,6 +104,7 @@ def test_bulk_refusals_happen_before_any_write(driver):
         {"after": "not-a-cursor"},
         {"id_prefix": "xyz"},
         {"state": "exploded"},
+        {"error_code": "X_A: b"},
         {
             "created_from": datetime(2030, 1, 2, tzinfo=UTC),
             "created_to": datetime(2030, 1, 1, tzinfo=UTC),

@@ -1,8 +1,8 @@
 """The dead-letter page: dead jobs grouped by job name and error code.
 
-Each job name gets a "Retry all" button (``retry_job``, confirmed, logged)
-that calls :func:`django_ultimate_jobs.operator.requeue_many`: up to 1,000
-jobs a press, the page says how many remain.
+Each group gets a "Retry" button (``retry_job``, confirmed, logged) that
+calls :func:`django_ultimate_jobs.operator.requeue_many` for that job name
+and error code: up to 1,000 jobs a press, the page says how many remain.
 """
 
 from __future__ import annotations
@@ -63,36 +63,42 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
 def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
     require(request, "retry_job")
     name = request.POST.get("name", "")
+    # No code: the group of dead jobs without an error, or every dead job
+    # of the name when retried from a link that names none.
+    code = request.POST.get("code") or None
+    group = f"{name} {code}" if code else name
     here = reverse("admin:ultimate_jobs_job_dead_letter")
     if not is_confirmed(request):
-        count = Job.objects.filter(state="dead", name=name).count()
+        dead = Job.objects.filter(state="dead", name=name)
+        if code:
+            dead = dead.filter(last_error__startswith=f"{code}:")
         return confirmation(
             request,
             {
                 **model_admin.admin_site.each_context(request),
                 "opts": model_admin.opts,
-                "title": f"Retry the dead {name} jobs?",
-                "verb_label": "Retry all",
-                "summary": f"{count} dead {name} job(s); up to 1,000 move per press.",
-                "fields": {"name": name},
+                "title": f"Retry the dead {group} jobs?",
+                "verb_label": "Retry",
+                "summary": f"{dead.count()} dead job(s); up to 1,000 move per press.",
+                "fields": {"name": name, "code": code or ""},
                 "cancel_url": here,
             },
         )
     try:
-        moved = operator.requeue_many(state="dead", name=name)
+        moved = operator.requeue_many(state="dead", name=name, error_code=code)
     except JobsError as error:
         messages.error(request, error.render())
         return HttpResponseRedirect(here)
     log_operator_action(
         request,
         Job,
-        [(name, f"dead {name} jobs")],
+        [(name, f"dead {group} jobs")],
         flag=CHANGE,
-        message=f"Retried {moved['affected']} dead {name} job(s) (admin)",
+        message=f"Retried {moved['affected']} dead {group} job(s) (admin)",
     )
     messages.success(
         request,
-        f"{moved['affected']} dead {name} job(s) queued again; "
+        f"{moved['affected']} dead {group} job(s) queued again; "
         f"{moved['remaining']} remaining.",
     )
     return HttpResponseRedirect(here)

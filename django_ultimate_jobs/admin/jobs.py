@@ -10,6 +10,7 @@ error and stack, progress, the remaining retry schedule and the steps.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID
 
@@ -61,9 +62,9 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         "queue",
         "state_badge",
         "attempts",
+        "error_summary",
         "run_at",
         "updated_at",
-        "error_summary",
     )
     list_display_links = ("short_id",)
     actions = (
@@ -78,6 +79,8 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     ordering = ("-id",)
     list_per_page = 50
     show_full_result_count = False
+    # Facet counts would run one COUNT per filter choice over the table.
+    show_facets = admin.ShowFacets.NEVER
     paginator = EstimatedCountPaginator
     change_list_template = "admin/django_ultimate_jobs/job_list.html"
 
@@ -120,8 +123,8 @@ class JobAdmin(JobActions, admin.ModelAdmin):
 
     @admin.display(description="id", ordering="id")
     def short_id(self, job: Job) -> str:
-        """The id (the list links it to the job page)."""
-        return str(job.id)
+        """The id's first 13 characters (the job page shows it whole)."""
+        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
@@ -139,7 +142,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     def error_summary(self, job: Job) -> str:
         """The first line of the last error, shortened."""
         first = (job.last_error or "").splitlines()[0] if job.last_error else ""
-        return first if len(first) <= 80 else first[:79] + "…"
+        return first if len(first) <= 60 else first[:59] + "…"
 
     # -- the job page ------------------------------------------------------------
 
@@ -169,6 +172,10 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             "title": f"{job['name']} {job['id']}",
             "job": job,
             "verbs": verbs,
+            "as_json": {
+                key: json.dumps(job[key], indent=2, ensure_ascii=False, default=str)
+                for key in ("input", "progress", "result")
+            },
             "list_url": reverse("admin:ultimate_jobs_job_changelist"),
         }
         return TemplateResponse(

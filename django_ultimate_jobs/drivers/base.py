@@ -283,6 +283,8 @@ class JobFilter:
     """Inclusive."""
     created_to: datetime | None = None
     """Exclusive."""
+    error_code: str | None = None
+    """Rows whose last error is ``<error_code>: ...`` (the dead-letter groups)."""
 
 
 @dataclass(frozen=True, slots=True)

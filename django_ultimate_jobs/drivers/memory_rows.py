@@ -332,6 +332,10 @@ def matches(row: JobRow, where: JobFilter) -> bool:
         and (where.id_max is None or row.id.int <= where.id_max.int)
         and (where.created_from is None or row.created_at >= where.created_from)
         and (where.created_to is None or row.created_at < where.created_to)
+        and (
+            where.error_code is None
+            or (row.last_error or "").startswith(f"{where.error_code}:")
+        )
     )
 
 

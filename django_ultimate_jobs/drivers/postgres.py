@@ -608,6 +608,7 @@ def _filter_params(where: JobFilter) -> dict[str, Any]:
         "id_max": where.id_max,
         "created_from": where.created_from,
         "created_to": where.created_to,
+        "error_code": where.error_code,
     }
 
 

@@ -89,6 +89,30 @@ class BulkConformance:
         assert {lane.row(i).state for i in (twin, held)} == {JobState.DEAD}
         assert lane.row(holder.id).state is JobState.DELAYED
 
+    def test_requeue_many_by_error_code(self, lane, driver):
+        """An error code narrows a bulk requeue to that dead-letter group."""
+        declined, timeout, prefix_only = _ascending_ids(3)
+        for job_id, error in (
+            (declined, "X_DECLINED: card"),
+            (timeout, "X_TIMEOUT: slow"),
+            (prefix_only, "X_DECLINED_TWICE: card"),
+        ):
+            lane.enqueue(id=job_id)
+            lane.nack(lane.claim_one(), dead_letter=True, error=error)
+        where = JobFilter(
+            queue=lane.queue,
+            states=frozenset({JobState.DEAD}),
+            error_code="X_DECLINED",
+        )
+        listed = driver.list_jobs(where, before=None, limit=10)
+        assert [r.id for r in listed] == [declined]
+        assert driver.requeue_many(where, limit=10) == BulkResult(1, 0)
+        assert [lane.row(i).state for i in (declined, timeout, prefix_only)] == [
+            JobState.READY,
+            JobState.DEAD,
+            JobState.DEAD,
+        ]
+
     def test_remove_many_skips_running(self, lane, driver, put_step, step_names):
         """Remove deletes oldest first, never a running row, with its steps."""
         running, done, queued, later = _ascending_ids(4)

@@ -417,6 +417,8 @@ SELECT (SELECT count(*) FROM moved) AS affected,
             OR j.created_at >= %(created_from)s::timestamptz)
        AND (%(created_to)s::timestamptz IS NULL
             OR j.created_at < %(created_to)s::timestamptz)
+       AND (%(error_code)s::text IS NULL
+            OR starts_with(j.last_error, %(error_code)s::text || ':'))
 
 
 -- name: job_list
