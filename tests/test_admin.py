@@ -89,6 +89,10 @@ def test_a_viewer_sees_no_verbs_and_a_forged_post_is_refused(client, staff, pg_d
     assert (
         client.post(dead, {"name": "tests.noop", "confirmed": "yes"}).status_code == 403
     )
+    queues = reverse("admin:ultimate_jobs_job_queues")
+    pause = {"queue": "default", "verb": "pause", "confirmed": "yes"}
+    assert client.post(queues, pause).status_code == 403
+    assert pg_driver.paused_queues() == []
     assert pg_driver.get(job_id).state == "dead"
     assert not LogEntry.objects.exists()
 
