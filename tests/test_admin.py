@@ -138,3 +138,23 @@ def test_queue_pause_and_resume(admin_client, pg_driver):
     assert [p.name for p in pg_driver.paused_queues()] == ["default"]
     admin_client.post(url, {"queue": "default", "verb": "resume", "confirmed": "yes"})
     assert pg_driver.paused_queues() == []
+
+
+def test_a_large_list_never_counts_the_whole_table(admin_client, pg_driver):
+    """Past 10,000 rows the count is capped and then estimated, never COUNT(*)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ultimate_jobs_job (id, name, input, run_id, state)"
+            " SELECT u, 'tests.noop', '{}', u, 'done'"
+            " FROM (SELECT gen_random_uuid() AS u FROM generate_series(1, 10050)) g"
+        )
+        cursor.execute("ANALYZE ultimate_jobs_job")
+    with CaptureQueriesContext(connection) as captured:
+        page = admin_client.get(reverse(LIST), {"state": "done"})
+    assert page.status_code == 200
+    counts = [q["sql"] for q in captured if "COUNT(" in q["sql"].upper()]
+    assert counts and all("LIMIT 10001" in sql for sql in counts), counts
+    assert page.context["cl"].result_count >= 10_001

@@ -94,6 +94,8 @@ def _report(request: HttpRequest, verb: str, done: int, refusals: list[str]) -> 
 class JobActions:
     """List actions and the permission hooks Django's action filter calls."""
 
+    admin_site: admin.AdminSite  # provided by the ModelAdmin this is mixed into
+
     def has_retry_job_permission(self, request: HttpRequest) -> bool:
         """``ultimate_jobs.retry_job``."""
         return bool(request.user.has_perm("ultimate_jobs.retry_job"))
@@ -122,7 +124,7 @@ class JobActions:
             return confirmation(
                 request,
                 {
-                    **admin.site.each_context(request),
+                    **self.admin_site.each_context(request),
                     "title": f"{_LABELS[verb]} {len(jobs)} job(s)?",
                     "verb": verb,
                     "verb_label": _LABELS[verb],

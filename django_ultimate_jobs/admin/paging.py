@@ -30,10 +30,7 @@ class EstimatedCountPaginator(Paginator):
         counted: int = queryset[: EXACT_COUNT_CAP + 1].count()
         if counted <= EXACT_COUNT_CAP:
             return counted
-        self.estimated = True
         return max(counted, _planner_rows(queryset))
-
-    estimated = False
 
 
 def _planner_rows(queryset: Any) -> int:
