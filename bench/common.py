@@ -7,7 +7,15 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["ROOT", "child_env", "git_head", "recreate_database", "with_database"]
+__all__ = [
+    "ROOT",
+    "child_env",
+    "drop_database",
+    "git_head",
+    "recreate_database",
+    "setup_django",
+    "with_database",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -15,16 +23,6 @@ ROOT = Path(__file__).resolve().parent.parent
 def with_database(url: str, name: str) -> str:
     """``url`` pointing at database ``name`` (query options such as host= kept)."""
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
-def recreate_database(url: str, name: str) -> str:
-    """Drop and create database ``name`` on ``url``'s server; answer its URL."""
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return with_database(url, name)
 
 
 def child_env(bench_url: str) -> dict[str, str]:
@@ -58,3 +56,36 @@ def git_head() -> str:
         return head + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+def recreate_database(url: str, name: str) -> str:
+    """Drop and create database ``name`` on ``url``'s server; answer its URL."""
+    _maintenance(url, name, create=True)
+    return with_database(url, name)
+
+
+def drop_database(url: str, name: str) -> None:
+    """Drop database ``name`` if it exists."""
+    _maintenance(url, name, create=False)
+
+
+def _maintenance(url: str, name: str, *, create: bool) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
+        ident = sql.Identifier(name)
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+        if create:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(ident))
+
+
+def setup_django(bench_url: str) -> None:
+    """Configure Django with the test settings on the bench database; migrate."""
+    os.environ["DATABASE_URL"] = bench_url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)

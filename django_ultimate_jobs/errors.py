@@ -356,6 +356,14 @@ class JobNotRemovable(JobsError):
     default_fix = "cancel the job first, then remove it"
 
 
+class JobPageInvalid(JobsError):
+    """A job listing asked for a page it cannot have (cursor, limit, filter)."""
+
+    code = "X_JOB_PAGE_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "pass a limit of 1 to 200 and a cursor a previous page answered"
+
+
 # -- Raised inside attempts ---------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Operator verbs: the one module ``manage.py jobs`` (and later the admin) calls.
+"""Operator verbs: the one module ``manage.py jobs`` and the admin call.
 
 Every verb validates its arguments before any statement, answers plain
 JSON-safe dicts (what ``--json`` prints), and raises a coded error when the
@@ -7,29 +7,86 @@ action did not happen, so a caller can never mistake a refusal for success.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable
+from dataclasses import asdict, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
+from .clock import system_clock
+from .conf import jobs_settings
 from .drivers import get_driver
-from .drivers.base import JobRecord, PausedName, QueueStats, WorkerRecord
+from .drivers.base import (
+    MAX_BULK_ROWS,
+    MAX_JOB_PAGE,
+    BulkResult,
+    JobFilter,
+    JobRecord,
+    PausedName,
+    QueueStats,
+    WorkerRecord,
+)
 from .drivers.steps_base import StepRecord
-from .errors import JobIdInvalid, JobNotFound
+from .errors import (
+    JobIdInvalid,
+    JobNotFound,
+    JobNotPromotable,
+    JobNotRemovable,
+    JobNotRequeueable,
+    JobPageInvalid,
+)
+from .redaction import redact
 from .registry import get_job
 from .retry import backoff_delay_ms
+from .states import FINISHED_STATES, PROMOTABLE_STATES, JobState
 
 __all__ = [
+    "DEFAULT_JOB_PAGE",
+    "BulkScope",
+    "ListFilters",
     "cancel",
+    "counters",
+    "list_jobs",
     "parse_job_id",
     "pause_queue",
     "promote",
+    "promote_many",
     "remove",
+    "remove_many",
+    "requeue_many",
     "resume_queue",
     "retry",
     "show",
     "stats",
     "workers",
 ]
+
+DEFAULT_JOB_PAGE = 100
+
+
+class ListFilters(TypedDict, total=False):
+    """The filters of :func:`list_jobs` (``None``: any)."""
+
+    queue: str | None
+    name: str | None
+    state: str | Iterable[str] | None
+    tenant: str | None
+    id_prefix: str | None
+    created_from: datetime | None
+    created_to: datetime | None
+    error_code: str | None
+
+
+class BulkScope(TypedDict, total=False):
+    """Which rows a bulk verb reads besides their state (``None``: any)."""
+
+    queue: str | None
+    name: str | None
+    tenant: str | None
+    error_code: str | None
+
+
+_HEX = frozenset("0123456789abcdef")
 
 
 def parse_job_id(value: str | UUID) -> UUID:
@@ -94,6 +151,142 @@ def remove(job_id: str | UUID) -> dict[str, Any]:
     return {"id": str(parsed), "removed": True}
 
 
+def list_jobs(
+    *,
+    after: str | None = None,
+    limit: int = DEFAULT_JOB_PAGE,
+    **filters: Unpack[ListFilters],
+) -> dict[str, Any]:
+    """One page of jobs, newest first, and the cursor of the next page.
+
+    ``filters`` are :func:`job_filter`'s (queue, name, state, tenant,
+    id_prefix, created_from, created_to). ``after`` is the ``next`` cursor a previous page answered; ``next`` is
+    ``None`` on a page shorter than ``limit`` (the last one).
+
+    Raises:
+        JobPageInvalid: a limit outside 1..200, a malformed cursor, state
+            or id prefix, or an empty created range (before any statement).
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise JobPageInvalid("limit must be a whole number", meta={"limit": limit})
+    if not 1 <= limit <= MAX_JOB_PAGE:
+        raise JobPageInvalid(
+            f"limit must be between 1 and {MAX_JOB_PAGE}", meta={"limit": limit}
+        )
+    where = job_filter(**filters)
+    records = get_driver().list_jobs(where, before=_cursor(after), limit=limit)
+    jobs = [_job_summary(record) for record in records]
+    full = len(records) == limit
+    return {"jobs": jobs, "next": str(records[-1].id) if full else None}
+
+
+def job_filter(
+    *,
+    queue: str | None = None,
+    name: str | None = None,
+    state: str | Iterable[str] | None = None,
+    tenant: str | None = None,
+    id_prefix: str | None = None,
+    created_from: datetime | None = None,
+    created_to: datetime | None = None,
+    error_code: str | None = None,
+) -> JobFilter:
+    """Validate listing filters into a :class:`JobFilter`.
+
+    Raises:
+        JobPageInvalid: an unknown state, a prefix that is not hex, an
+            empty created range, an error code holding ``:``.
+    """
+    if error_code is not None and (not error_code or ":" in error_code):
+        raise JobPageInvalid(
+            "an error code is the X_... before the colon of an error",
+            meta={"error_code": error_code},
+        )
+    id_min = id_max = None
+    if id_prefix is not None:
+        id_min, id_max = _id_range(id_prefix)
+    if created_from and created_to and created_to <= created_from:
+        raise JobPageInvalid("the created range ends before it starts")
+    return JobFilter(
+        queue=queue or None,
+        name=name or None,
+        states=_states(state),
+        tenant_id=tenant or None,
+        id_min=id_min,
+        id_max=id_max,
+        created_from=created_from,
+        created_to=created_to,
+        error_code=error_code,
+    )
+
+
+def requeue_many(*, state: str = "dead", **scope: Unpack[BulkScope]) -> dict[str, int]:
+    """Requeue up to 1,000 finished jobs (oldest first); call until ``remaining`` is 0.
+
+    Raises:
+        JobNotRequeueable: ``state`` is not a finished state.
+    """
+    where = job_filter(state=state, **scope)
+    if not where.states or not where.states <= FINISHED_STATES:
+        raise JobNotRequeueable(
+            f"only finished jobs can be retried, not {state!r} ones",
+            meta={"state": state},
+        )
+    return _bulk(get_driver().requeue_many(where, limit=MAX_BULK_ROWS))
+
+
+def remove_many(
+    *, state: str | None = None, **scope: Unpack[BulkScope]
+) -> dict[str, int]:
+    """Delete up to 1,000 jobs that are not running (oldest first).
+
+    Raises:
+        JobNotRemovable: ``state`` is ``running``.
+    """
+    where = job_filter(state=state, **scope)
+    if where.states is not None and JobState.RUNNING in where.states:
+        raise JobNotRemovable(
+            "running jobs cannot be removed", meta={"state": "running"}
+        )
+    return _bulk(get_driver().remove_many(where, limit=MAX_BULK_ROWS))
+
+
+def promote_many(
+    *, state: str | None = None, **scope: Unpack[BulkScope]
+) -> dict[str, int]:
+    """Run up to 1,000 waiting (delayed, or ready in backoff) jobs now.
+
+    Raises:
+        JobNotPromotable: ``state`` is neither ``ready`` nor ``delayed``.
+    """
+    where = job_filter(state=state, **scope)
+    if where.states is None:
+        where = replace(where, states=PROMOTABLE_STATES)
+    elif not where.states <= PROMOTABLE_STATES:
+        raise JobNotPromotable(
+            f"only ready or delayed jobs can be promoted, not {state!r} ones",
+            meta={"state": state},
+        )
+    return _bulk(get_driver().promote_many(where, limit=MAX_BULK_ROWS))
+
+
+def counters(*, window: timedelta = timedelta(hours=24)) -> list[dict[str, Any]]:
+    """Per job name, outcomes settled in the last ``window`` (from the counters).
+
+    ``mean_ms`` is the mean attempt duration, ``None`` with no attempt.
+    """
+    driver = get_driver()
+    clock = getattr(driver, "clock", system_clock)
+    since = clock.now().astimezone(UTC) - window
+    answer = []
+    for total in driver.counter_totals(since):
+        row = asdict(total)
+        settled = total.done + total.retried + total.failed + total.dead
+        row["mean_ms"] = round(total.duration_ms / settled) if settled else None
+        answer.append(row)
+    return answer
+
+
 def pause_queue(queue: str) -> list[dict[str, Any]]:
     """Pause a queue; answers the paused list after the write."""
     return [_paused(p) for p in get_driver().pause_queue(_queue_name(queue))]
@@ -125,6 +318,59 @@ def workers() -> list[dict[str, Any]]:
     return [_worker(w) for w in get_driver().workers()]
 
 
+def _states(state: str | Iterable[str] | None) -> frozenset[JobState] | None:
+    if state is None or state == "":
+        return None
+    names = [state] if isinstance(state, str) else list(state)
+    known = {s.value: s for s in JobState}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise JobPageInvalid(
+            f"unknown state {unknown[0]!r} (one of {', '.join(known)})",
+            meta={"state": unknown[0]},
+        )
+    return frozenset(known[n] for n in names)
+
+
+def _id_range(prefix: str) -> tuple[UUID, UUID]:
+    digits = str(prefix).strip().lower().replace("-", "")
+    if not digits or len(digits) > 32 or not set(digits) <= _HEX:
+        raise JobPageInvalid(
+            "an id prefix is the start of a job id (hex digits)", meta={"given": "..."}
+        )
+    return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
+
+
+def _cursor(after: str | None) -> UUID | None:
+    if after is None or after == "":
+        return None
+    try:
+        return UUID(str(after))
+    except ValueError:
+        raise JobPageInvalid(
+            "the after cursor is not one a page answered", meta={"cursor": "after"}
+        ) from None
+
+
+def _bulk(result: BulkResult) -> dict[str, int]:
+    return {"affected": result.affected, "remaining": result.remaining}
+
+
+def _job_summary(record: JobRecord) -> dict[str, Any]:
+    return {
+        "id": str(record.id),
+        "name": record.name,
+        "queue": record.queue,
+        "state": record.state.value,
+        "attempt": record.attempt,
+        "max_attempts": record.max_attempts,
+        "run_at": record.run_at.isoformat(),
+        "created_at": record.created_at.isoformat(),
+        "tenant_id": record.tenant_id,
+        "last_error": record.last_error,
+    }
+
+
 def _queue_name(queue: str) -> str:
     from .errors import JobInputInvalid
 
@@ -136,6 +382,7 @@ def _queue_name(queue: str) -> str:
 def _job_dict(record: JobRecord) -> dict[str, Any]:
     data = asdict(record)
     data["state"] = record.state.value
+    data["input"] = redact(record.input, jobs_settings().redact_keys)
     for key, value in data.items():
         if isinstance(value, UUID):
             data[key] = str(value)

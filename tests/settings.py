@@ -24,6 +24,8 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    # The live server of the admin browser tests serves the admin's CSS.
+    "django.contrib.staticfiles",
     "pgtrigger",
     "django_ultimate_jobs",
     "tests.jobsapp",
@@ -47,6 +49,7 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "tests.urls"
+STATIC_URL = "/static/"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",

@@ -80,3 +80,19 @@ def test_pause_resume_and_stats(pg_driver):
     assert stats["paused"][0]["name"] == "default"
     assert stats["totals"]["ready"] == 1
     assert jobs("resume", "default") == "paused queues: none\n"
+
+
+def test_ls_pages_and_filters(pg_driver):
+    """ls prints newest first, a next cursor on a full page, and filters by state."""
+    ids = sorted(str(noop.enqueue(n=n).id) for n in range(3))
+    page = json.loads(jobs("--json", "ls", "--limit", "2"))
+    assert [j["id"] for j in page["jobs"]] == ids[:0:-1]
+    rest = jobs("ls", "--limit", "2", "--after", page["next"])
+    assert ids[0] in rest and "next page" not in rest
+    assert jobs("ls", "--state", "dead") == "no jobs\n"
+
+
+def test_ls_refuses_a_page_past_the_bound(pg_driver):
+    """A limit over 200 is X_JOB_PAGE_INVALID, before any statement."""
+    with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
+        jobs("ls", "--limit", "500")

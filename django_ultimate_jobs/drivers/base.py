@@ -23,14 +23,19 @@ from ..states import JobState
 __all__ = [
     "DEFAULT_QUEUE",
     "LEASE_LAPSED_FINAL_ATTEMPT",
+    "MAX_BULK_ROWS",
+    "MAX_JOB_PAGE",
     "AckRequest",
+    "BulkResult",
     "ClaimIdentity",
     "ClaimOptions",
     "ClaimResult",
     "ClaimedJob",
+    "CounterTotal",
     "EnqueueRequest",
     "Enqueued",
     "JobDriver",
+    "JobFilter",
     "JobRecord",
     "NackRequest",
     "PausedName",
@@ -50,6 +55,9 @@ LEASE_LAPSED_RECLAIMED = (
 )
 MAX_ERROR_STACK_LENGTH = 8_000
 MAX_BULK_ROWS = 1_000
+"""Rows one bulk operator call moves at most (``remaining`` says the rest)."""
+MAX_JOB_PAGE = 200
+"""Rows one job listing page holds at most."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -257,6 +265,48 @@ class PausedName:
     paused_at: datetime
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobFilter:
+    """Which jobs a listing or a bulk verb reads; ``None`` means any.
+
+    The operator module validates and normalises it (an id prefix becomes
+    the inclusive ``id_min``/``id_max`` range, so the primary key serves it).
+    """
+
+    queue: str | None = None
+    name: str | None = None
+    states: frozenset[JobState] | None = None
+    tenant_id: str | None = None
+    id_min: UUID | None = None
+    id_max: UUID | None = None
+    created_from: datetime | None = None
+    """Inclusive."""
+    created_to: datetime | None = None
+    """Exclusive."""
+    error_code: str | None = None
+    """Rows whose last error is ``<error_code>: ...`` (the dead-letter groups)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """What a bulk verb moved, and what a second call could still move."""
+
+    affected: int
+    remaining: int
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CounterTotal:
+    """One job name's settled outcomes summed over a window."""
+
+    job: str
+    done: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    duration_ms: int = 0
+
+
 class JobDriver(Protocol):
     """What a storage backend must do. Proven by the conformance suite."""
 
@@ -350,6 +400,37 @@ class JobDriver(Protocol):
         Raises:
             JobNotRemovable: the job is running.
         """
+        ...
+
+    def list_jobs(
+        self, where: JobFilter, *, before: UUID | None, limit: int
+    ) -> list[JobRecord]:
+        """One page of jobs, newest first (by id: ids are UUIDv7).
+
+        ``before`` is the id of the previous page's last row; the page holds
+        the rows after it in this order. ``limit`` is already bounded.
+        """
+        ...
+
+    def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Requeue up to ``limit`` finished rows, oldest first.
+
+        Of finished rows sharing one key, the oldest moves; rows whose key a
+        live job holds stay (so "call until remaining is zero" ends).
+        ``where.states`` holds finished states only (the caller checks).
+        """
+        ...
+
+    def remove_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Delete up to ``limit`` rows that are not running, oldest first."""
+        ...
+
+    def promote_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Make up to ``limit`` ready or delayed rows due now, oldest first."""
+        ...
+
+    def counter_totals(self, since: datetime) -> list[CounterTotal]:
+        """Per job name, the counter buckets starting at or after ``since``."""
         ...
 
     def pause_queue(self, queue: str) -> list[PausedName]:

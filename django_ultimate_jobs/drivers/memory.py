@@ -36,12 +36,15 @@ from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
     AckRequest,
+    BulkResult,
     ClaimedJob,
     ClaimIdentity,
     ClaimOptions,
     ClaimResult,
+    CounterTotal,
     Enqueued,
     EnqueueRequest,
+    JobFilter,
     JobRecord,
     NackRequest,
     PausedName,
@@ -58,6 +61,7 @@ from .memory_rows import (
     bounded_stack,
     dump_json,
     fold_counters,
+    matches,
     queue_stats,
     result_json,
     truncate_ms,
@@ -441,6 +445,85 @@ class MemoryDriver:
             self._jobs.delete(row)
             self._steps.pop(row.run_id, None)
         return True
+
+    def list_jobs(
+        self, where: JobFilter, *, before: UUID | None, limit: int
+    ) -> list[JobRecord]:
+        """One page of jobs, newest id first, after ``before``."""
+        with self._lock:
+            rows = [
+                row
+                for row in self._jobs.rows.values()
+                if matches(row, where) and (before is None or row.id.int < before.int)
+            ]
+            rows.sort(key=lambda row: row.id.int, reverse=True)
+            return [row.record() for row in rows[:limit]]
+
+    def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Requeue up to ``limit`` finished rows, oldest first (see job_requeue_many)."""
+        now = self._now()
+        with self._lock:
+            eligible: dict[object, JobRow] = {}
+            for row in self._oldest_first(where):
+                if row.state not in FINISHED_STATES or self._jobs.holder(row):
+                    continue
+                # Of finished rows sharing a key, the oldest is the candidate.
+                eligible.setdefault(row.key or row.id, row)
+            picked = list(eligible.values())[:limit]
+            for row in picked:
+                self._jobs.move(row, JobState.READY)
+                row.attempt = 0
+                row.run_at = row.updated_at = now
+                row.visible_at = row.claimed_by = None
+        self._wake(row.queue for row in picked)
+        return BulkResult(len(picked), len(eligible) - len(picked))
+
+    def remove_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Delete up to ``limit`` rows that are not running, with their steps."""
+        with self._lock:
+            eligible = [
+                row
+                for row in self._oldest_first(where)
+                if row.state != JobState.RUNNING
+            ]
+            for row in eligible[:limit]:
+                self._jobs.delete(row)
+                self._steps.pop(row.run_id, None)
+        picked = min(len(eligible), limit)
+        return BulkResult(picked, len(eligible) - picked)
+
+    def promote_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Make up to ``limit`` waiting rows due now, and wake their queues."""
+        now = self._now()
+        with self._lock:
+            eligible = [
+                row
+                for row in self._oldest_first(where)
+                if row.state == JobState.DELAYED
+                or (row.state == JobState.READY and row.run_at > now)
+            ]
+            picked = eligible[:limit]
+            for row in picked:
+                self._jobs.move(row, JobState.READY)
+                row.run_at = min(row.run_at, now)
+                row.updated_at = now
+        self._wake(row.queue for row in picked)
+        return BulkResult(len(picked), len(eligible) - len(picked))
+
+    def _oldest_first(self, where: JobFilter) -> list[JobRow]:
+        rows = [row for row in self._jobs.rows.values() if matches(row, where)]
+        return sorted(rows, key=lambda row: row.id.int)
+
+    def counter_totals(self, since: datetime) -> list[CounterTotal]:
+        """Per job name, the counter buckets from ``since`` on, summed."""
+        totals: dict[str, dict[str, int]] = {}
+        with self._lock:
+            for (job, _width, start), counts in self._counters.items():
+                if start >= since:
+                    total = totals.setdefault(job, dict.fromkeys(counts, 0))
+                    for field_name, value in counts.items():
+                        total[field_name] += value
+        return [CounterTotal(job=job, **totals[job]) for job in sorted(totals)]
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue`` (the first pause's time is kept); answers the list."""

@@ -20,6 +20,7 @@ from ..states import LIVE_STATES, JobState, parse_state
 from .base import (
     MAX_ERROR_STACK_LENGTH,
     ClaimedJob,
+    JobFilter,
     JobRecord,
     QueueStats,
     WorkerRecord,
@@ -37,6 +38,7 @@ __all__ = [
     "dump_json",
     "fold_counters",
     "load_json",
+    "matches",
     "queue_stats",
     "result_json",
     "truncate_ms",
@@ -317,6 +319,24 @@ def bounded_stack(stack: str | None) -> str | None:
     if stack is None or len(stack) <= MAX_ERROR_STACK_LENGTH:
         return stack
     return stack[-MAX_ERROR_STACK_LENGTH:]
+
+
+def matches(row: JobRow, where: JobFilter) -> bool:
+    """Whether ``row`` passes the filter, as the listing statements test it."""
+    return (
+        (where.states is None or row.state in where.states)
+        and (where.queue is None or row.queue == where.queue)
+        and (where.name is None or row.name == where.name)
+        and (where.tenant_id is None or row.tenant_id == where.tenant_id)
+        and (where.id_min is None or row.id.int >= where.id_min.int)
+        and (where.id_max is None or row.id.int <= where.id_max.int)
+        and (where.created_from is None or row.created_at >= where.created_from)
+        and (where.created_to is None or row.created_at < where.created_to)
+        and (
+            where.error_code is None
+            or (row.last_error or "").startswith(f"{where.error_code}:")
+        )
+    )
 
 
 def truncate_ms(instant: datetime) -> datetime:

@@ -32,18 +32,21 @@ from ..errors import (
     JobNotRequeueable,
 )
 from ..ids import uuid7
-from ..states import parse_state
+from ..states import JobState, parse_state
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
     MAX_ERROR_STACK_LENGTH,
     AckRequest,
+    BulkResult,
     ClaimedJob,
     ClaimIdentity,
     ClaimOptions,
     ClaimResult,
+    CounterTotal,
     Enqueued,
     EnqueueRequest,
+    JobFilter,
     JobRecord,
     NackRequest,
     PausedName,
@@ -88,7 +91,9 @@ class PostgresDriver:
 
     # -- plumbing ------------------------------------------------------------
 
-    def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    def _rows(
+        self, name: str, params: Mapping[str, Any], *, prepare: bool = True
+    ) -> list[tuple[Any, ...]]:
         connection = connections[self.using]
         connection.ensure_connection()
         connection.validate_no_broken_transaction()
@@ -121,7 +126,7 @@ class PostgresDriver:
                 cursor.execute(
                     query(name),
                     {"now": self.clock.sql_now(), **params},
-                    prepare=self.prepare,
+                    prepare=self.prepare and prepare,
                 )
                 if cursor.description is None:
                     return []
@@ -463,6 +468,47 @@ class PostgresDriver:
             )
         return False
 
+    def list_jobs(
+        self, where: JobFilter, *, before: UUID | None, limit: int
+    ) -> list[JobRecord]:
+        """One page of jobs, newest first, after ``before``."""
+        params = {**_filter_params(where), "before": before, "limit": limit}
+        if where.states is None:
+            params["states"] = None
+        # Unprepared: each call's filters get their own plan.
+        return [_record(row) for row in self._rows("job_list", params, prepare=False)]
+
+    def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Requeue up to ``limit`` finished rows, oldest first."""
+        return self._bulk("job_requeue_many", where, limit)
+
+    def remove_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Delete up to ``limit`` rows that are not running, with their steps."""
+        return self._bulk("job_remove_many", where, limit)
+
+    def promote_many(self, where: JobFilter, *, limit: int) -> BulkResult:
+        """Make up to ``limit`` waiting rows due now, and wake their queues."""
+        return self._bulk("job_promote_many", where, limit)
+
+    def _bulk(self, name: str, where: JobFilter, limit: int) -> BulkResult:
+        params = {**_filter_params(where), "limit": limit}
+        row = self._rows(name, params, prepare=False)[0]
+        return BulkResult(affected=int(row[0]), remaining=int(row[1]))
+
+    def counter_totals(self, since: datetime) -> list[CounterTotal]:
+        """Per job name, the counter buckets from ``since`` on, summed."""
+        return [
+            CounterTotal(
+                job=row[0],
+                done=row[1],
+                retried=row[2],
+                failed=row[3],
+                dead=row[4],
+                duration_ms=row[5],
+            )
+            for row in self._rows("counter_totals", {"since": since})
+        ]
+
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue``; answers the paused list after the write."""
         self._rows("queue_pause", {"name": queue})
@@ -580,6 +626,21 @@ def _nack_outcome(request: NackRequest) -> str | None:
     if state.value == "ready" and request.counts_as_attempt:
         return "retried"
     return None
+
+
+def _filter_params(where: JobFilter) -> dict[str, Any]:
+    states = where.states if where.states is not None else frozenset(JobState)
+    return {
+        "states": sorted(state.value for state in states),
+        "queue": where.queue,
+        "name": where.name,
+        "tenant": where.tenant_id,
+        "id_min": where.id_min,
+        "id_max": where.id_max,
+        "created_from": where.created_from,
+        "created_to": where.created_to,
+        "error_code": where.error_code,
+    }
 
 
 def _key_of(request: EnqueueRequest) -> tuple[str, str, str]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..drivers.base import ClaimResult, JobDriver, PausedName, QueueStats, WorkerRecord
 from ..ids import uuid7
 from ..states import JobState
+from .conformance_bulk import BulkConformance
 
 if TYPE_CHECKING:
     from .conformance import Lane
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["OperatorConformance"]
 
 
-class OperatorConformance:
+class OperatorConformance(BulkConformance):
     """Checks of the read and operator surface (mixed into DriverConformance)."""
 
     def test_paused_queue_not_claimed(self, lane, driver, clock):

@@ -66,6 +66,17 @@ WITH clock AS (
 SELECT count(*) FROM folded;
 
 
+-- name: counter_totals
+-- Per job name, the counter buckets that start at or after since, summed
+-- (any tier: a folded bucket still counts once).
+SELECT job, sum(done)::bigint, sum(retried)::bigint, sum(failed)::bigint,
+       sum(dead)::bigint, sum(duration_ms)::bigint
+  FROM ultimate_jobs_job_counter
+ WHERE bucket_start >= %(since)s
+ GROUP BY job
+ ORDER BY job COLLATE "C";
+
+
 -- name: counter_drop_hours
 -- Drop 1-hour counter buckets older than 30 days.
 WITH dropped AS (
@@ -390,6 +401,52 @@ UPDATE ultimate_jobs_job AS j
 RETURNING j.id;
 
 
+-- fragment: bulk_moved_answer
+-- The tail of job_promote_many and job_requeue_many, after their eligible
+-- and moved CTEs: wake each queue that got rows, answer affected and
+-- remaining (what a second call could still move).
+), woke AS (
+    SELECT pg_notify('ultimate_jobs_wake', q.queue) FROM (SELECT DISTINCT queue FROM moved) q
+)
+SELECT (SELECT count(*) FROM moved) AS affected,
+       (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
+       (SELECT count(*) FROM woke)
+
+
+-- fragment: job_filter
+-- The optional filters of the listing and bulk statements, over rows
+-- aliased j: each parameter left NULL matches any row.
+   AND (%(queue)s::text IS NULL OR j.queue = %(queue)s::text)
+       AND (%(name)s::text IS NULL OR j.name = %(name)s::text)
+       AND (%(tenant)s::text IS NULL OR j.tenant_id = %(tenant)s::text)
+       AND (%(id_min)s::uuid IS NULL OR j.id >= %(id_min)s::uuid)
+       AND (%(id_max)s::uuid IS NULL OR j.id <= %(id_max)s::uuid)
+       AND (%(created_from)s::timestamptz IS NULL
+            OR j.created_at >= %(created_from)s::timestamptz)
+       AND (%(created_to)s::timestamptz IS NULL
+            OR j.created_at < %(created_to)s::timestamptz)
+       AND (%(error_code)s::text IS NULL
+            OR starts_with(j.last_error, %(error_code)s::text || ':'))
+
+
+-- name: job_list
+-- One page of jobs, newest id first (ids are UUIDv7: creation order), after
+-- the previous page's last id. Each filter is optional (NULL: any); the
+-- primary key serves the order and the seek, so a page reads about limit
+-- rows when the filters match often. Run unprepared: a generic plan over
+-- optional filters would not see which ones are set.
+SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+       priority, state, run_at, created_at, updated_at, tenant_id, last_error,
+       last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
+       traceparent, claimed_at, result, history
+  FROM ultimate_jobs_job j
+ WHERE (%(states)s::text[] IS NULL OR j.state = ANY(%(states)s::text[]))
+   AND (%(before)s::uuid IS NULL OR j.id < %(before)s::uuid)
+       @job_filter
+ ORDER BY j.id DESC
+ LIMIT %(limit)s;
+
+
 -- name: job_live_holders
 -- The live holders of (name, tenant, key) triples, for enqueues that
 -- inserted nothing. Reads with a fresh snapshot, after the insert waited for
@@ -485,6 +542,29 @@ SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM wok
   FROM target t;
 
 
+-- name: job_promote_many
+-- Make up to limit waiting rows (delayed, or ready in backoff) due now,
+-- oldest id first, and wake their queues. Never suspended rows (their wake
+-- time belongs to a step). remaining: what a second call could still move.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), eligible AS (
+    SELECT j.id
+      FROM ultimate_jobs_job j, clock
+     WHERE j.state = ANY(%(states)s::text[])
+       AND (j.state = 'delayed' OR j.run_at > clock.now)
+       @job_filter
+), picked AS (
+    SELECT id FROM eligible ORDER BY id LIMIT %(limit)s
+), moved AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'ready', run_at = least(j.run_at, clock.now), updated_at = clock.now
+      FROM picked, clock
+     WHERE j.id = picked.id AND j.state IN ('ready', 'delayed')
+    RETURNING j.queue
+@bulk_moved_answer;
+
+
 -- name: job_remove
 -- Delete a job that is not running, with its steps. A claim racing the
 -- delete wins: the delete waits for the claim's row lock, then sees running.
@@ -498,6 +578,31 @@ WITH removed AS (
 )
 SELECT (SELECT count(*) FROM removed) AS removed, (SELECT count(*) FROM steps) AS steps,
        (SELECT state FROM ultimate_jobs_job WHERE id = %(id)s) AS state;
+
+
+-- name: job_remove_many
+-- Delete up to limit rows that are not running, oldest id first, with their
+-- steps. A claim racing the delete wins (the delete re-checks the state
+-- after waiting for the claim's row lock). remaining: what a second call
+-- could still delete.
+WITH eligible AS (
+    SELECT j.id
+      FROM ultimate_jobs_job j
+     WHERE j.state = ANY(%(states)s::text[]) AND j.state <> 'running'
+       @job_filter
+), picked AS (
+    SELECT id FROM eligible ORDER BY id LIMIT %(limit)s
+), removed AS (
+    DELETE FROM ultimate_jobs_job j USING picked p
+     WHERE j.id = p.id AND j.state <> 'running'
+    RETURNING j.run_id
+), steps AS (
+    DELETE FROM ultimate_jobs_step s USING removed r WHERE s.run_id = r.run_id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM removed) AS affected,
+       (SELECT count(*) FROM eligible) - (SELECT count(*) FROM removed) AS remaining,
+       (SELECT count(*) FROM steps);
 
 
 -- name: job_requeue
@@ -545,6 +650,40 @@ WITH clock AS (
 SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT id FROM holder) AS holder,
        (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM woke)
   FROM target t;
+
+
+-- name: job_requeue_many
+-- Requeue up to limit finished rows, oldest id first: ready, attempt 0, due
+-- now, lease cleared, runs kept. Of finished rows sharing one key only the
+-- oldest is eligible, and none whose key a live job holds: a second call
+-- never moves a row the first one made a holder of, so "call until
+-- remaining is zero" ends. Wakes the queues that got rows.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), eligible AS (
+    SELECT DISTINCT ON (j.name, coalesce(j.tenant_id, ''),
+                        coalesce(j.idempotency_key, j.id::text)) j.id
+      FROM ultimate_jobs_job j
+     WHERE j.state = ANY(%(states)s::text[])
+       @job_filter
+       AND NOT EXISTS (
+           SELECT 1 FROM ultimate_jobs_job h
+            WHERE j.idempotency_key IS NOT NULL AND h.name = j.name
+              AND coalesce(h.tenant_id, '') = coalesce(j.tenant_id, '')
+              AND h.idempotency_key = j.idempotency_key
+              AND h.state IN ('ready', 'delayed', 'running', 'suspended'))
+     ORDER BY j.name, coalesce(j.tenant_id, ''),
+              coalesce(j.idempotency_key, j.id::text), j.id
+), picked AS (
+    SELECT id FROM eligible ORDER BY id LIMIT %(limit)s
+), moved AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = 'ready', attempt = 0, run_at = clock.now, visible_at = NULL,
+           claimed_by = NULL, updated_at = clock.now
+      FROM picked, clock
+     WHERE j.id = picked.id AND j.state IN ('done', 'failed', 'dead', 'cancelled')
+    RETURNING j.queue
+@bulk_moved_answer;
 
 
 -- name: job_stats

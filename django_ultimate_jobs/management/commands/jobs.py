@@ -18,7 +18,7 @@ from ...errors import JobsError
 
 
 class Command(BaseCommand):
-    """show | retry | cancel | rm | promote | pause | resume | stats | workers."""
+    """ls | show | retry | cancel | rm | promote | pause | resume | stats | workers."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -26,9 +26,21 @@ class Command(BaseCommand):
         """One subcommand per operator verb."""
         parser.add_argument("--json", action="store_true", help="print JSON")
         verbs = parser.add_subparsers(dest="verb", required=True)
+        listing = verbs.add_parser("ls", help="a page of jobs, newest first")
+        for flag in ("--queue", "--state", "--name", "--tenant", "--id-prefix"):
+            listing.add_argument(flag, help=f"only jobs with this {flag[2:]}")
+        listing.add_argument(
+            "--limit",
+            type=int,
+            default=operator.DEFAULT_JOB_PAGE,
+            help="rows per page, at most 200",
+        )
+        listing.add_argument("--after", help="the next cursor a page printed")
+        cancel = verbs.add_parser("cancel", help="cancel a live job")
+        cancel.add_argument("job_id")
+        cancel.add_argument("--reason", help="recorded as the job's last error")
         for verb, about in (
             ("show", "one job, with its retry schedule"),
-            ("cancel", "cancel a live job"),
             ("rm", "remove a job that is not running"),
             ("promote", "run a waiting job now"),
         ):
@@ -49,7 +61,18 @@ class Command(BaseCommand):
             "retry": lambda: operator.retry(
                 options["job_id"], from_step=options["from_step"]
             ),
-            "cancel": lambda: operator.cancel(options["job_id"]),
+            "ls": lambda: operator.list_jobs(
+                queue=options["queue"],
+                state=options["state"],
+                name=options["name"],
+                tenant=options["tenant"],
+                id_prefix=options["id_prefix"],
+                limit=options["limit"],
+                after=options["after"],
+            ),
+            "cancel": lambda: operator.cancel(
+                options["job_id"], reason=options["reason"]
+            ),
             "rm": lambda: operator.remove(options["job_id"]),
             "promote": lambda: operator.promote(options["job_id"]),
             "pause": lambda: operator.pause_queue(options["queue"]),
@@ -68,6 +91,8 @@ class Command(BaseCommand):
 
 
 def _human(verb: str, answer: Any) -> str:
+    if verb == "ls":
+        return _page(answer)
     if verb in ("show", "retry", "cancel", "promote"):
         lines = [f"{answer['name']} {answer['id']}: {answer['state']}"]
         lines.append(
@@ -104,3 +129,17 @@ def _human(verb: str, answer: Any) -> str:
         )
         or "no workers"
     )
+
+
+def _page(answer: dict[str, Any]) -> str:
+    lines = [
+        f"{job['id']}  {job['state']:<9} {job['queue']:<12} {job['name']}"
+        f"  attempt {job['attempt']}/{job['max_attempts']}"
+        + (f"  {job['last_error']}" if job["last_error"] else "")
+        for job in answer["jobs"]
+    ]
+    if not lines:
+        lines.append("no jobs")
+    if answer["next"]:
+        lines.append(f"next page: --after {answer['next']}")
+    return "\n".join(lines)

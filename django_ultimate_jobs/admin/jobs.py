@@ -1,0 +1,205 @@
+"""The jobs list and the job page.
+
+The list is built for millions of rows: newest first on the primary key
+(UUIDv7 ids are creation-ordered), filters whose choices are declared, an
+estimated count past 10,000 rows, search by id, id prefix or idempotency
+key, and the wide columns (input, stack, history) left unread. The job
+page renders :func:`django_ultimate_jobs.operator.show`: redacted input,
+error and stack, progress, the remaining retry schedule and the steps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+from django.contrib import admin
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+
+from .. import operator
+from ..errors import JobsError
+from ..models import Job
+from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
+from . import dashboard, dead_letter, queues, workers
+from .actions import JobActions, operate_view
+from .filters import NameFilter, QueueFilter, StateFilter, TenantFilter
+from .paging import EstimatedCountPaginator
+
+__all__ = ["JobAdmin"]
+
+# Columns the list never shows: reading them would move kilobytes a row.
+_WIDE = ("input", "last_error_stack", "history", "result", "progress")
+_HEX = frozenset("0123456789abcdef")
+_MIN_PREFIX = 4
+# The pages routed under the jobs URLs: slug -> module with view().
+_PAGES = {
+    "dead-letter": dead_letter,
+    "queues": queues,
+    "workers": workers,
+    "dashboard": dashboard,
+}
+# Which single-job verbs a state allows (the page offers only these).
+_VERB_STATES = {
+    "retry": FINISHED_STATES,
+    "cancel": LIVE_STATES,
+    "promote": PROMOTABLE_STATES,
+    "remove": frozenset(JobState) - {JobState.RUNNING},
+}
+
+
+@admin.register(Job)
+class JobAdmin(JobActions, admin.ModelAdmin):
+    """Jobs: a fast list, a read-only page, permission-gated verbs."""
+
+    list_display = (
+        "short_id",
+        "name",
+        "queue",
+        "state_badge",
+        "attempts",
+        "error_summary",
+        "run_at",
+        "updated_at",
+    )
+    list_display_links = ("short_id",)
+    actions = (
+        "retry_selected",
+        "cancel_selected",
+        "promote_selected",
+        "remove_selected",
+    )
+    list_filter = (StateFilter, QueueFilter, NameFilter, TenantFilter)
+    search_fields = ("idempotency_key",)
+    search_help_text = "A job id, the first hex digits of one, or an idempotency key."
+    ordering = ("-id",)
+    list_per_page = 50
+    show_full_result_count = False
+    # Facet counts would run one COUNT per filter choice over the table.
+    show_facets = admin.ShowFacets.NEVER
+    paginator = EstimatedCountPaginator
+    change_list_template = "admin/django_ultimate_jobs/job_list.html"
+
+    # -- read-only: jobs are written by enqueue and the operator verbs -----
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        """Jobs are enqueued by code, never typed in."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """No field is editable; the verbs have their own permissions."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Removal goes through ``remove_job`` and the operator module."""
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
+        """The job rows without their wide JSON and text columns."""
+        return super().get_queryset(request).defer(*_WIDE)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Job], search_term: str
+    ) -> tuple[QuerySet[Job], bool]:
+        """An id, an id prefix (>= 4 hex digits) or an idempotency key."""
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        digits = term.lower().replace("-", "")
+        match = Q(idempotency_key=term)
+        if len(digits) == 32 and set(digits) <= _HEX:
+            match |= Q(id=UUID(digits))
+        elif _MIN_PREFIX <= len(digits) < 32 and set(digits) <= _HEX:
+            # A prefix is a range of the primary key, so the index serves it.
+            low, high = digits.ljust(32, "0"), digits.ljust(32, "f")
+            match |= Q(id__gte=UUID(low), id__lte=UUID(high))
+        return queryset.filter(match), False
+
+    # -- columns ---------------------------------------------------------------
+
+    @admin.display(description="id", ordering="id")
+    def short_id(self, job: Job) -> str:
+        """The id's first 13 characters (the job page shows it whole)."""
+        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
+
+    @admin.display(description="state", ordering="state")
+    def state_badge(self, job: Job) -> str:
+        """The state, styled by kind."""
+        return format_html(
+            '<span class="uj-state uj-{}">{}</span>', job.state, job.state
+        )
+
+    @admin.display(description="attempts")
+    def attempts(self, job: Job) -> str:
+        """Attempts spent of those allowed."""
+        return f"{job.attempt}/{job.max_attempts}"
+
+    @admin.display(description="last error")
+    def error_summary(self, job: Job) -> str:
+        """The first line of the last error, shortened."""
+        first = (job.last_error or "").splitlines()[0] if job.last_error else ""
+        return first if len(first) <= 60 else first[:59] + "…"
+
+    # -- the job page ------------------------------------------------------------
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        """The job page: what ``operator.show`` answers, and the allowed verbs."""
+        if not self.has_view_permission(request):
+            raise Http404
+        try:
+            job = operator.show(object_id)
+        except JobsError as error:
+            raise Http404(error.cause) from error
+        state = JobState(job["state"])
+        verbs = [
+            verb
+            for verb, states in _VERB_STATES.items()
+            if state in states and request.user.has_perm(f"ultimate_jobs.{verb}_job")
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{job['name']} {job['id']}",
+            "job": job,
+            "verbs": verbs,
+            "as_json": {
+                key: json.dumps(job[key], indent=2, ensure_ascii=False, default=str)
+                for key in ("input", "progress", "result")
+            },
+            "list_url": reverse("admin:ultimate_jobs_job_changelist"),
+        }
+        return TemplateResponse(
+            request, "admin/django_ultimate_jobs/job_detail.html", context
+        )
+
+    # -- the other pages live under the jobs URLs ---------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        """Dead letters, queues, workers, dashboard and the verb endpoints."""
+        wrap = self.admin_site.admin_view
+        pages = [
+            path(
+                f"{slug}/",
+                wrap(lambda request, page=page: page.view(self, request)),
+                name=f"ultimate_jobs_job_{slug.replace('-', '_')}",
+            )
+            for slug, page in _PAGES.items()
+        ]
+        pages.append(
+            path(
+                "<uuid:job_id>/operate/<str:verb>/",
+                wrap(lambda r, job_id, verb: operate_view(self, r, job_id, verb)),
+                name="ultimate_jobs_job_operate",
+            )
+        )
+        return pages + super().get_urls()

@@ -1,0 +1,249 @@
+"""The admin in headless Chromium against a live server and real PostgreSQL.
+
+The acceptance of the operator surface: an operator logs in, finds a dead
+job, reads its error and steps, retries it, and a worker finishes it; a
+delayed job is cancelled; a queue is paused and resumed; the dead letters
+are retried in bulk; a staff user without ``retry_job`` is offered no retry
+and a forged POST changes nothing.
+
+Selenium drives Debian's ``chromium`` through ``chromium-driver`` (``.ci/run``
+installs both). Without them these tests FAIL: they are the acceptance.
+With ``ULTIMATE_JOBS_SCREENSHOTS=1`` they save the PNGs under docs/images/.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from django_ultimate_jobs import Retry, job, operator
+from django_ultimate_jobs.errors import JobsError, RetryClass
+from django_ultimate_jobs.testing import run_jobs
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "images"
+PASSWORD = "browser-pw"
+WAIT_S = 10
+declines = {"card": True}
+
+
+class CardDeclined(JobsError):
+    """The payment provider refused the card (the browser tests' error)."""
+
+    code = "X_CARD_DECLINED"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "ask the customer for another card, then retry the job"
+
+
+@job(name="shop.checkout", retry=Retry(attempts=3, delay="1s"))
+def checkout(ctx, *, order: int, card_token: str):
+    """Reserve stock, then charge: the charge fails while cards are declined."""
+    ctx.step.run("reserve-stock", lambda: {"order": order, "reserved": True})
+
+    def charge():
+        if declines["card"]:
+            raise CardDeclined(f"card ending 4242 declined for order {order}")
+        return {"charged": order}
+
+    return ctx.step.run("charge-card", charge)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module (each test logs in afresh)."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if missing:
+        pytest.fail(
+            f"the admin browser tests need {', '.join(missing)}: "
+            "apt-get install -y chromium chromium-driver (.ci/run does this)",
+            pytrace=False,
+        )
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1600,1000",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=str(CHROMEDRIVER)), options=options
+    )
+    driver.implicitly_wait(0)
+    yield driver
+    driver.quit()
+
+
+class Admin:
+    """The browser pointed at the live server's admin, with small verbs."""
+
+    def __init__(self, browser, live_server):
+        self.browser = browser
+        self.base = live_server.url
+
+    def open(self, path):
+        self.browser.get(self.base + path)
+
+    def find(self, css):
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        return WebDriverWait(self.browser, WAIT_S).until(
+            ec.presence_of_element_located(("css selector", css))
+        )
+
+    def all(self, css):
+        return self.browser.find_elements("css selector", css)
+
+    def click(self, css):
+        """Click and wait for the next page to replace this one."""
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        element = self.find(css)
+        element.click()
+        WebDriverWait(self.browser, WAIT_S).until(ec.staleness_of(element))
+
+    def confirm(self):
+        self.click("#uj-confirm")
+
+    def login(self, username):
+        self.browser.delete_all_cookies()
+        self.open("/admin/login/")
+        self.find("#id_username").send_keys(username)
+        self.find("#id_password").send_keys(PASSWORD)
+        self.click("input[type=submit]")
+        assert (
+            "Log out" in self.browser.page_source
+            or "logout" in self.browser.page_source
+        )
+
+    def text(self, css="body"):
+        return self.find(css).text
+
+    def shot(self, name):
+        if os.environ.get("ULTIMATE_JOBS_SCREENSHOTS") == "1":
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            self.browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+
+
+@pytest.fixture
+def admin(browser, live_server):
+    User.objects.create_superuser("operator", "ops@example.com", PASSWORD)
+    declines["card"] = True
+    page = Admin(browser, live_server)
+    page.login("operator")
+    return page
+
+
+def dead_checkout(order):
+    enqueued = checkout.enqueue(order=order, card_token="tok_secret")
+    run_jobs(queues=["default"])
+    assert operator.show(enqueued.id)["state"] == "dead"
+    return str(enqueued.id)
+
+
+def test_find_a_dead_job_see_why_retry_it_and_a_worker_finishes_it(admin):
+    """Dead letters -> job page (error, steps) -> retry -> run_jobs() -> done."""
+    declines["card"] = False
+    for order in (998, 999, 1000):
+        checkout.enqueue(order=order, card_token="tok")
+    run_jobs(queues=["default"])
+    declines["card"] = True
+    job_id = dead_checkout(1001)
+    for order in (1002, 1003):
+        checkout.using(delay="1h").enqueue(order=order, card_token="tok")
+    admin.open("/admin/ultimate_jobs/job/")
+    assert admin.all(f"#result_list a[href$='/{job_id}/change/']")
+    admin.shot("admin-jobs-list")
+    admin.open("/admin/ultimate_jobs/job/dead-letter/")
+    assert "X_CARD_DECLINED" in admin.text("#uj-dead-groups")
+    admin.shot("admin-dead-letters")
+    admin.click(f"a[href$='/{job_id}/change/']")
+    assert "card ending 4242 declined" in admin.text("#uj-last-error")
+    steps = admin.text("#uj-steps")
+    assert "reserve-stock" in steps and "charge-card" in steps
+    assert "tok_secret" not in admin.text("#uj-input")
+    admin.shot("admin-job-page")
+    admin.click("#uj-verb-retry")
+    admin.confirm()
+    assert admin.text("#uj-job-state") == "ready"
+    declines["card"] = False
+    (execution,) = run_jobs(queues=["default"])
+    assert execution.outcome == "completed"
+    admin.browser.refresh()
+    assert admin.text("#uj-job-state") == "done"
+
+
+def test_cancel_a_delayed_job(admin):
+    """The Cancel button on a delayed job's page cancels it after confirming."""
+    delayed = checkout.using(delay="1h").enqueue(order=2001, card_token="tok")
+    admin.open(f"/admin/ultimate_jobs/job/{delayed.id}/change/")
+    assert admin.text("#uj-job-state") == "delayed"
+    admin.click("#uj-verb-cancel")
+    admin.confirm()
+    assert admin.text("#uj-job-state") == "cancelled"
+    assert operator.show(delayed.id)["state"] == "cancelled"
+
+
+def test_pause_and_resume_a_queue(admin):
+    """Pause then resume the default queue from the queues page."""
+    admin.open("/admin/ultimate_jobs/job/queues/")
+    admin.click("#uj-queue-default .uj-pause")
+    admin.confirm()
+    assert "paused since" in admin.text("#uj-queue-default")
+    assert [p["name"] for p in operator.stats()["paused"]] == ["default"]
+    admin.click("#uj-queue-default .uj-resume")
+    admin.confirm()
+    assert admin.text("#uj-queue-default .uj-paused") == "no"
+    assert operator.stats()["paused"] == []
+
+
+def test_bulk_retry_from_the_dead_letter_view(admin):
+    """Retry all dead checkouts at once; a worker then finishes every one."""
+    ids = [dead_checkout(order) for order in (3001, 3002, 3003)]
+    admin.open("/admin/ultimate_jobs/job/dead-letter/")
+    admin.click("button.uj-retry-group[data-code='X_CARD_DECLINED']")
+    admin.confirm()
+    moved = "3 dead shop.checkout X_CARD_DECLINED job(s) queued again; 0 remaining"
+    assert moved in admin.text()
+    assert admin.text("#uj-no-dead") == "No dead jobs."
+    declines["card"] = False
+    assert len(run_jobs(queues=["default"])) == 3
+    assert {operator.show(i)["state"] for i in ids} == {"done"}
+
+
+def test_a_viewer_gets_no_retry_and_a_forged_post_changes_nothing(admin):
+    """Without retry_job: no retry action or button; a forged POST is a 403."""
+    job_id = dead_checkout(4001)
+    viewer = User.objects.create_user("viewer", password=PASSWORD, is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_job"))
+    admin.login("viewer")
+    admin.open("/admin/ultimate_jobs/job/")
+    assert admin.all(f"#result_list a[href$='/{job_id}/change/']")
+    assert admin.all("select[name=action] option[value=retry_selected]") == []
+    admin.open(f"/admin/ultimate_jobs/job/{job_id}/change/")
+    assert admin.all("#uj-verb-retry") == []
+    status = admin.browser.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        const body = new FormData();
+        body.append("confirmed", "yes");
+        fetch(arguments[0], {method: "POST", body, credentials: "same-origin"})
+          .then(r => done(r.status));
+        """,
+        f"/admin/ultimate_jobs/job/{job_id}/operate/retry/",
+    )
+    assert status == 403
+    assert operator.show(job_id)["state"] == "dead"
