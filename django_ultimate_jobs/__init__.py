@@ -6,6 +6,7 @@ costs nothing: no models, no settings are touched until first use.
 
 from __future__ import annotations
 
+from .crontask import TaskHandle, task
 from .drivers.base import Enqueued
 from .errors import (
     JobsError,
@@ -31,6 +32,7 @@ __all__ = [
     "Retry",
     "RetryAfter",
     "RetryClass",
+    "TaskHandle",
     "Terminal",
     "job",
     "job_enqueued",
@@ -38,6 +40,7 @@ __all__ = [
     "job_started",
     "publish_event",
     "register_error_retry",
+    "task",
 ]
 
 __version__ = "0.1.0"

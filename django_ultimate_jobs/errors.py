@@ -446,3 +446,40 @@ class JobEventInvalid(JobsError):
     code = "X_JOB_EVENT_INVALID"
     retry_class = RetryClass.TERMINAL
     default_fix = "publish payloads the waiting schema accepts; retry the job to read the next event"
+
+
+# -- Cron tasks ---------------------------------------------------------------
+
+
+class CronInvalid(JobsError):
+    """A cron expression is not five valid fields (or a macro), or never fires."""
+
+    code = "X_CRON_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "write five fields, e.g. cron='0 9 * * *' (minute hour day month weekday)"
+    )
+
+
+class TimezoneInvalid(JobsError):
+    """A task's ``tz`` is missing, unknown, or a fixed offset without DST rules."""
+
+    code = "X_TIMEZONE_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "name an IANA zone, e.g. tz='Europe/Paris' (or tz='UTC')"
+
+
+class TaskDeclarationInvalid(JobsError):
+    """A ``task(...)`` declaration is invalid (raised at import)."""
+
+    code = "X_TASK_DECLARATION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "correct the task(...) arguments named in the message"
+
+
+class TaskUnknown(JobsError):
+    """No cron task is declared under that name in this process."""
+
+    code = "X_TASK_UNKNOWN"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs tasks  (lists the declared tasks)"

@@ -50,6 +50,7 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
 
@@ -65,8 +66,12 @@ _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 MAX_WORKER_IN_FLIGHT = 100
 
 
-class PostgresDriver:
-    """Jobs in PostgreSQL tables, reached through a Django database alias."""
+class PostgresDriver(PostgresCron):
+    """Jobs in PostgreSQL tables, reached through a Django database alias.
+
+    The cron-task statements (fire, sync, leader lease, task pauses) come
+    from :class:`~django_ultimate_jobs.drivers.postgres_cron.PostgresCron`.
+    """
 
     name = "postgres"
 
