@@ -265,7 +265,10 @@ def _callback(
     handle = job
     if given is None or isinstance(given, Mapping):
         fixed = dict(given or {})
-        handle.check_input(fixed)  # refuse a bad input at import, not at 3 a.m.
+        try:
+            handle.check_input(fixed)  # refuse a bad input at import, not at 3 a.m.
+        except JobsError as error:
+            raise TaskDeclarationInvalid(f"input= is refused: {error.cause}") from None
         return lambda occurrence: [(handle, fixed)]
     if not callable(given):
         raise TaskDeclarationInvalid("input must be a dict or occurrence -> dict")

@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from uuid import UUID
 
 from django.db import connections
 
@@ -55,7 +56,7 @@ class Fired:
 
     task: str
     occurrence: datetime
-    jobs: int
+    job_ids: tuple[UUID, ...]
     deduped: int
 
 
@@ -274,7 +275,7 @@ class Scheduler:
                 return
             known.watermark, known.next_due = watermark, next_run
             self.fired.append(
-                Fired(handle.name, occurrence, len(result.inserted), result.deduped)
+                Fired(handle.name, occurrence, tuple(result.inserted), result.deduped)
             )
             logger.info(
                 "jobs.scheduler.dispatched",
