@@ -112,7 +112,8 @@ def main() -> None:
             connections.close_all()
 
     threads = [
-        threading.Thread(target=run, args=(s,), daemon=True) for s in schedulers.values()
+        threading.Thread(target=run, args=(s,), daemon=True)
+        for s in schedulers.values()
     ]
     for thread in threads:
         thread.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_new_york_interval_cron_runs_every_real_hour_across_both_changes():
         end = (day + timedelta(days=1)).replace(tzinfo=zone).astimezone(UTC)
         runs = hourly.between(start, end - timedelta(microseconds=1), limit=30)
         assert len(runs) == expected
-        assert all(b - a == timedelta(hours=1) for a, b in zip(runs, runs[1:]))
+        assert all(b - a == timedelta(hours=1) for a, b in pairwise(runs))
 
 
 def test_latest_walks_back_without_walking_the_whole_outage():

@@ -179,9 +179,7 @@ def test_catch_up_after_the_scheduler_was_down(
     assert len(stored_jobs(driver)) == len(fired_minutes) + 1
 
 
-def test_a_paused_task_is_skipped_with_its_watermark_untouched(
-    driver, clock, declare
-):
+def test_a_paused_task_is_skipped_with_its_watermark_untouched(driver, clock, declare):
     """Paused over three occurrences, then resumed: run-all fires what it missed."""
     handle = declare(catch_up="run-all")
     scheduler = scheduler_for(driver, clock, handle)

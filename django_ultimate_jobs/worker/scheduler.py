@@ -181,6 +181,8 @@ class Scheduler:
                 logger.exception("jobs.task.round-failed", extra={"task": handle.name})
                 _reset_broken_connections()
                 known.look_again = now + PAUSE_RECHECK
+        if any(t.name not in self.known for t in tasks):
+            return 0.0  # a task to read again (another node fired it)
         wake_at = [self.lease.next_ask()]
         for known in self.known.values():
             wake_at.append(known.look_again or known.next_due)

@@ -91,7 +91,8 @@ def _round(scheduler: Scheduler, together: threading.Barrier) -> None:
 
 def occurrences_enqueued():
     return Counter(
-        input_["at"] for input_ in Job.objects.filter(name="tests.noop").values_list(
+        input_["at"]
+        for input_ in Job.objects.filter(name="tests.noop").values_list(
             "input", flat=True
         )
     )
