@@ -19,13 +19,13 @@ from .cron import Schedule, parse_schedule
 from .drivers.base import EnqueueRequest
 from .errors import (
     CronInvalid,
-    JobDuplicate,
     JobInputInvalid,
     JobsError,
     TaskDeclarationInvalid,
     TimezoneInvalid,
 )
 from .jobs import JobHandle, _check_name
+from .registry import put_unique
 
 __all__ = [
     "CATCH_UP_POLICIES",
@@ -278,15 +278,7 @@ def _callback(
 
 def _register(handle: TaskHandle) -> None:
     with _lock:
-        existing = _tasks.get(handle.name)
-        if existing is not None and existing.origin != handle.origin:
-            raise JobDuplicate(
-                f"two tasks are declared with the name {handle.name!r} "
-                f"({existing.origin} and {handle.origin})",
-                fix="give one of them another name=...",
-                meta={"task": handle.name},
-            )
-        _tasks[handle.name] = handle
+        put_unique(_tasks, handle, "tasks")
 
 
 def get_task(name: str) -> TaskHandle | None:

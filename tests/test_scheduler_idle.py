@@ -92,4 +92,4 @@ def test_the_leader_wakes_for_the_occurrence_and_reads_only_then(db, hourly):
         datetime(2030, 1, 1, 13, 0, tzinfo=UTC)
     ]
     others = [s for s in driver.statements if s != "leader_acquire"]
-    assert others == ["task_paused", "cron_task_fire"]
+    assert others == ["pause_list", "cron_task_fire"]

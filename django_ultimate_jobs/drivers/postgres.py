@@ -448,7 +448,7 @@ class PostgresDriver(PostgresCron):
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue``; answers the paused list after the write."""
-        self._rows("queue_pause", {"name": queue})
+        self._rows("pause_add", {"kind": "queue", "name": queue})
         return self.paused_queues()
 
     def resume_queue(self, queue: str) -> list[PausedName]:
@@ -458,7 +458,10 @@ class PostgresDriver(PostgresCron):
 
     def paused_queues(self) -> list[PausedName]:
         """Paused queues sorted by name."""
-        return [PausedName(name, at) for name, at in self._rows("queue_paused", {})]
+        return [
+            PausedName(name, at)
+            for name, at in self._rows("pause_list", {"kind": "queue"})
+        ]
 
     def announce_worker(self, worker: WorkerRecord, *, ttl_ms: int) -> None:
         """Insert or refresh a worker's registry row."""

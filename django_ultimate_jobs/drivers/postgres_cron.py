@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,8 @@ from .base import PausedName
 from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
 
 __all__ = ["PostgresCron"]
+
+_RECORD_FIELDS = [f.name for f in fields(TaskRecord)]
 
 
 class PostgresCron:
@@ -76,17 +79,9 @@ class PostgresCron:
 
     def task_list(self) -> list[TaskRecord]:
         """Every stored task with its pause, sorted by name."""
+        # cron_task_list selects the record's fields in declaration order.
         return [
-            TaskRecord(
-                name=row[0],
-                cron=row[1],
-                tz=row[2],
-                watermark=row[3],
-                last_occurrence=row[4],
-                fired_at=row[5],
-                next_run_at=row[6],
-                paused_at=row[7],
-            )
+            TaskRecord(**dict(zip(_RECORD_FIELDS, row, strict=True)))
             for row in self._rows("cron_task_list", {})
         ]
 
@@ -104,7 +99,7 @@ class PostgresCron:
 
     def pause_task(self, task: str) -> list[PausedName]:
         """Pause a cron task; answers the paused tasks after the write."""
-        self._rows("task_pause", {"name": task})
+        self._rows("pause_add", {"kind": "task", "name": task})
         return self.paused_tasks()
 
     def resume_task(self, task: str) -> list[PausedName]:
@@ -114,7 +109,10 @@ class PostgresCron:
 
     def paused_tasks(self) -> list[PausedName]:
         """Paused tasks sorted by name."""
-        return [PausedName(name, at) for name, at in self._rows("task_paused", {})]
+        return [
+            PausedName(name, at)
+            for name, at in self._rows("pause_list", {"kind": "task"})
+        ]
 
 
 def _dumps(value: Any) -> str:

@@ -574,21 +574,6 @@ SELECT c.queue,
  ORDER BY c.queue COLLATE "C";
 
 
--- name: queue_pause
--- Pause a queue: one row, never a column on job rows (pausing a
--- million-row queue is one insert). The first pause's time is kept.
-INSERT INTO ultimate_jobs_queue_pause (kind, name, paused_at)
-VALUES ('queue', %(name)s, coalesce(%(now)s::timestamptz, now()))
-ON CONFLICT (kind, name) DO NOTHING;
-
-
--- name: queue_paused
--- Paused queues, sorted by name in code-unit order.
-SELECT name, paused_at FROM ultimate_jobs_queue_pause
- WHERE kind = 'queue'
- ORDER BY name COLLATE "C";
-
-
 -- name: queue_resume
 -- Resume a queue and wake its workers so idle ones pass at once.
 WITH resumed AS (
@@ -918,21 +903,24 @@ DELETE FROM ultimate_jobs_lease
  WHERE lease_key = %(key)s AND slot = 0 AND holder = %(holder)s;
 
 
--- name: task_pause
--- Pause a cron task: the scheduler skips it when due, watermark untouched.
+-- name: pause_add
+-- Pause a queue or a cron task (%(kind)s): one row, never a column on job
+-- rows (pausing a million-row queue is one insert). The claim skips a
+-- paused queue; the scheduler skips a paused task, its watermark untouched.
 -- The first pause's time is kept.
 INSERT INTO ultimate_jobs_queue_pause (kind, name, paused_at)
-VALUES ('task', %(name)s, coalesce(%(now)s::timestamptz, now()))
+VALUES (%(kind)s, %(name)s, coalesce(%(now)s::timestamptz, now()))
 ON CONFLICT (kind, name) DO NOTHING;
 
 
--- name: task_paused
--- Paused tasks, sorted by name in code-unit order.
+-- name: pause_list
+-- Paused queues or tasks (%(kind)s), sorted by name in code-unit order.
 SELECT name, paused_at FROM ultimate_jobs_queue_pause
- WHERE kind = 'task'
+ WHERE kind = %(kind)s
  ORDER BY name COLLATE "C";
 
 
 -- name: task_resume
--- Resume a cron task; its catch-up policy decides what it missed.
+-- Resume a cron task; its catch-up policy decides what it missed. (A queue
+-- resumes through queue_resume, which also wakes its workers.)
 DELETE FROM ultimate_jobs_queue_pause WHERE kind = 'task' AND name = %(name)s;
