@@ -256,3 +256,53 @@ def test_a_standby_takes_over_once_the_leader_lease_lapses(driver, clock, declar
     standby.tick()
     fired = [f.occurrence for f in leader.fired + standby.fired]
     assert fired == [START + timedelta(minutes=1), START + timedelta(minutes=2)]
+
+
+@pytest.mark.parametrize(
+    ("tz", "night_utc", "fixed", "expected_fixed", "expected_interval"),
+    [
+        (
+            "Europe/Paris",
+            datetime(2030, 10, 26, 22, 0, tzinfo=UTC),  # 00:00 CEST, 27 October
+            "30 2 * * *",
+            ["02:30+0200"],
+            # 01:00 is the latest occurrence due at the first round (skip).
+            ["01:00+0200", "01:30+0200", "02:00+0200", "02:30+0200"]
+            + ["02:00+0100", "02:30+0100", "03:00+0100", "03:30+0100"],
+        ),
+        (
+            "America/New_York",
+            datetime(2030, 3, 10, 5, 0, tzinfo=UTC),  # 00:00 EST, 10 March
+            "30 2 * * *",
+            ["03:00-0400"],
+            ["01:00-0500", "01:30-0500", "03:00-0400", "03:30-0400"]
+            + ["04:00-0400", "04:30-0400", "05:00-0400", "05:30-0400"],
+        ),
+    ],
+)
+def test_the_scheduler_fires_across_a_dst_night(
+    driver, clock, declare, tz, night_utc, fixed, expected_fixed, expected_interval
+):
+    """Rounds every 5 minutes through the night of a change: the fixed-time
+    task fires once (first pass, or the end of the gap); the interval task
+    fires on every real half hour."""
+    clock.set(night_utc)
+    daily = declare(name="tests.cron.daily", cron=fixed, tz=tz)
+    half_hourly = declare(name="tests.cron.half", cron="*/30 * * * *", tz=tz)
+    scheduler = scheduler_for(driver, clock, daily, half_hourly)
+    scheduler.tick()
+    clock.advance(hours=1, minutes=1)
+    for _ in range(45):  # 3 h 45 min of real time from 01:01, 5-minute rounds
+        scheduler.tick()
+        clock.advance(minutes=5)
+
+    def fired(task_name):
+        zone = daily.schedule.zone
+        return [
+            f.occurrence.astimezone(zone).strftime("%H:%M%z")
+            for f in scheduler.fired
+            if f.task == task_name
+        ]
+
+    assert fired("tests.cron.daily") == expected_fixed
+    assert fired("tests.cron.half") == expected_interval
