@@ -7,4 +7,5 @@ import pytest
 pytest.register_assert_rewrite(
     "django_ultimate_jobs.testing.conformance",
     "django_ultimate_jobs.testing.conformance_operator",
+    "django_ultimate_jobs.testing.conformance_cron",
 )
