@@ -112,9 +112,10 @@ class TaskHandle:
     def requests(self, occurrence: datetime) -> list[EnqueueRequest]:
         """The validated enqueue requests of ``occurrence`` (nothing written).
 
-        Each job is due at the occurrence and keyed
-        ``<task>:<occurrence ISO>:<job key>``, where the job key is the one
-        the job derives from its input, else the entry's position.
+        Each job is due at the occurrence, recorded as enqueued by
+        ``task:<name>``, and keyed ``<task>:<occurrence ISO>:<job key>``,
+        where the job key is the one the job derives from its input, else
+        the entry's position.
         """
         stamp = occurrence.astimezone(UTC).isoformat()
         requests = []
@@ -122,7 +123,9 @@ class TaskHandle:
             own = handle.idempotency_key_for(given)
             key = f"{self.name}:{stamp}:{own if own is not None else index}"
             requests.append(
-                handle.using(run_at=occurrence, idempotency_key=key).request(given)
+                handle.using(
+                    run_at=occurrence, idempotency_key=key, actor=f"task:{self.name}"
+                ).request(given)
             )
         return requests
 

@@ -109,6 +109,8 @@ def test_a_new_task_arms_at_its_next_occurrence(driver, clock, declare):
         (f"tests.cron.minutely:{occurrence.isoformat()}:0", occurrence)
     ]
     assert watermark(driver, "tests.cron.minutely") == occurrence
+    (fired,) = scheduler.fired
+    assert driver.get(fired.job_ids[0]).enqueued_by == "task:tests.cron.minutely"
 
 
 def test_two_schedulers_that_both_lead_fire_each_occurrence_once(
