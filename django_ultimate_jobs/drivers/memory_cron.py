@@ -53,12 +53,12 @@ class MemoryCron:
         self._leases: dict[str, _Lease] = {}
 
     def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
-        """Answer each task's watermark, arming the new ones."""
+        """Answer each task's watermark, arming the new ones (schedules updated)."""
         with self._lock:
             for task in tasks:
-                self._tasks.setdefault(
-                    task.name,
-                    TaskRecord(
+                stored = self._tasks.get(task.name)
+                if stored is None:
+                    stored = TaskRecord(
                         name=task.name,
                         cron=task.cron,
                         tz=task.tz,
@@ -67,8 +67,13 @@ class MemoryCron:
                         fired_at=None,
                         next_run_at=task.next_run_at,
                         paused_at=None,
-                    ),
-                )
+                    )
+                elif (stored.cron, stored.tz) != (task.cron, task.tz):
+                    # A changed schedule is recorded; the watermark stays.
+                    stored = replace(
+                        stored, cron=task.cron, tz=task.tz, next_run_at=task.next_run_at
+                    )
+                self._tasks[task.name] = stored
             return {t.name: self._tasks[t.name].watermark for t in tasks}
 
     def task_fire(self, fire: TaskFire) -> FireResult | None:

@@ -18,10 +18,12 @@ from ..drivers.cron_base import TaskArm, TaskFire
 __all__ = ["CronConformance"]
 
 
-def _arm(driver: JobDriver, name: str, at: datetime) -> datetime:
-    return driver.task_sync(
-        [TaskArm(name=name, cron="* * * * *", tz="UTC", watermark=at)]
-    )[name]
+def _arm(
+    driver: JobDriver, name: str, at: datetime, cron: str = "* * * * *"
+) -> datetime:
+    return driver.task_sync([TaskArm(name=name, cron=cron, tz="UTC", watermark=at)])[
+        name
+    ]
 
 
 def _fire(
@@ -51,10 +53,14 @@ class CronConformance:
     def test_sync_arms_a_new_task_once_and_never_moves_a_watermark(
         self, driver: Any, clock: Any
     ) -> None:
-        """A second sync with a later proposal answers the stored watermark."""
+        """A later sync answers the stored watermark; a new cron is recorded."""
         first = clock.now()
         assert _arm(driver, "conf.cron.sync", first) == first
         assert _arm(driver, "conf.cron.sync", first + timedelta(hours=1)) == first
+        later = first + timedelta(hours=2)
+        assert _arm(driver, "conf.cron.sync", later, cron="@daily") == first
+        (record,) = [t for t in driver.task_list() if t.name == "conf.cron.sync"]
+        assert (record.cron, record.watermark) == ("@daily", first)
 
     def test_a_fire_lands_once_and_inserts_its_jobs(
         self, driver: Any, clock: Any
