@@ -88,7 +88,11 @@ class LeaderLease:
     def check(self) -> bool:
         """Answer whether this node leads, renewing or asking when due."""
         now = self.clock.now()
-        if self.asked_at is not None and now - self.asked_at < self.renew_every:
+        # A wall clock stepped backwards asks again rather than trusting on.
+        if (
+            self.asked_at is not None
+            and timedelta(0) <= now - self.asked_at < self.renew_every
+        ):
             return self.leading
         self.asked_at = now
         try:
