@@ -858,30 +858,23 @@ SELECT t.name, t.cron, t.tz, t.watermark, t.last_occurrence, t.fired_at, t.next_
 -- scheduler proposes (now: it fires from its next occurrence on, never
 -- retroactively). An existing watermark is never moved here; a changed
 -- cron or zone is recorded (with the next run the scheduler computed) so
--- listings show what runs. Rows the upsert wrote answer through RETURNING;
--- the statement's own SELECT cannot see them, so it answers the others.
-WITH given AS (
-    SELECT * FROM jsonb_to_recordset(%(tasks)s::jsonb)
-           AS g(name text, cron text, tz text, watermark timestamptz,
-                next_run_at timestamptz)
-), armed AS (
-    INSERT INTO ultimate_jobs_cron_task AS t
-           (name, cron, tz, watermark, next_run_at, created_at, updated_at)
-    SELECT g.name, g.cron, g.tz, g.watermark, g.next_run_at,
-           coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
-      FROM given g
-    ON CONFLICT (name) DO UPDATE
-       SET cron = excluded.cron, tz = excluded.tz, next_run_at = excluded.next_run_at,
-           updated_at = excluded.updated_at
-     WHERE (t.cron, t.tz) IS DISTINCT FROM (excluded.cron, excluded.tz)
-    RETURNING t.name, t.watermark
-)
-SELECT name, watermark FROM armed
-UNION ALL
-SELECT t.name, t.watermark
-  FROM ultimate_jobs_cron_task t
-  JOIN given g ON g.name = t.name
- WHERE t.name NOT IN (SELECT name FROM armed);
+-- listings show what runs. Every row is answered through RETURNING, which
+-- is why the conflict arm always updates: a plain SELECT in the statement
+-- reads its start snapshot, and missed a row that another node's
+-- concurrent sync had just committed (two nodes leading at once).
+INSERT INTO ultimate_jobs_cron_task AS t
+       (name, cron, tz, watermark, next_run_at, created_at, updated_at)
+SELECT g.name, g.cron, g.tz, g.watermark, g.next_run_at,
+       coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+  FROM jsonb_to_recordset(%(tasks)s::jsonb)
+       AS g(name text, cron text, tz text, watermark timestamptz, next_run_at timestamptz)
+ON CONFLICT (name) DO UPDATE
+   SET cron = excluded.cron, tz = excluded.tz,
+       next_run_at = CASE WHEN (t.cron, t.tz) IS DISTINCT FROM (excluded.cron, excluded.tz)
+                          THEN excluded.next_run_at ELSE t.next_run_at END,
+       updated_at = CASE WHEN (t.cron, t.tz) IS DISTINCT FROM (excluded.cron, excluded.tz)
+                         THEN excluded.updated_at ELSE t.updated_at END
+RETURNING t.name, t.watermark;
 
 
 -- name: leader_acquire
