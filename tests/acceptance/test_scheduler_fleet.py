@@ -80,8 +80,18 @@ def run_hour(every_minute, holders: tuple[str, str], kill_leader: bool):
                 # SIGKILL: it stops without releasing its lease.
                 killed = next(n for n in live if n.lease.leading)
                 live.remove(killed)
-        pool.map(lambda _: connections.close_all(), range(len(nodes)))
+        # Each pool thread closes its own connection (the barrier puts one
+        # close on each thread).
+        together = threading.Barrier(len(nodes))
+        closing = [pool.submit(_close, together) for _ in nodes]
+        for done in closing:
+            done.result(ROUND_TIMEOUT_S)
     return nodes, killed
+
+
+def _close(together: threading.Barrier) -> None:
+    together.wait(ROUND_TIMEOUT_S)
+    connections.close_all()
 
 
 def _round(scheduler: Scheduler, together: threading.Barrier) -> None:
