@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .cron import Schedule, parse_schedule
-from .drivers.base import EnqueueRequest
+from .drivers.base import Enqueued, EnqueueRequest
 from .errors import (
     CronInvalid,
     JobInputInvalid,
@@ -128,6 +128,22 @@ class TaskHandle:
                 ).request(given)
             )
         return requests
+
+    def run_now(self) -> list[Enqueued]:
+        """Enqueue this task's jobs now, outside its schedule.
+
+        The occurrence handed to ``enqueue`` is now; the watermark is not
+        touched, and each job keeps its own idempotency key (if any), so a
+        manual run never dedupes against a scheduled occurrence.
+
+        Raises:
+            JobInputInvalid: the callback's answer or an input was refused.
+        """
+        now = datetime.now(UTC)
+        return [
+            handle.using(actor=f"task:{self.name}").enqueue(**given)
+            for handle, given in self.entries(now)
+        ]
 
     def describe(self) -> dict[str, Any]:
         """A JSON-safe description (for ``jobs tasks`` and manifests)."""

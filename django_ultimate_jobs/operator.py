@@ -28,6 +28,7 @@ __all__ = [
     "resume_queue",
     "resume_task",
     "retry",
+    "run_task",
     "show",
     "stats",
     "tasks",
@@ -210,6 +211,27 @@ def resume_task(task: str) -> list[dict[str, Any]]:
         TaskUnknown: no task is declared under that name (nothing written).
     """
     return [_paused(p) for p in get_driver().resume_task(_task_name(task))]
+
+
+def run_task(task: str) -> list[dict[str, Any]]:
+    """Enqueue a declared task's jobs now, outside its schedule.
+
+    Its watermark is untouched; the jobs are recorded as enqueued by
+    ``task:<name>``. Answers one entry per job (``id``, ``run_id``,
+    ``deduped``).
+
+    Raises:
+        TaskUnknown: no task is declared under that name (nothing written).
+        JobInputInvalid: the task's ``enqueue`` answer was refused.
+    """
+    from .crontask import get_task
+
+    handle = get_task(_task_name(task))
+    assert handle is not None  # _task_name refused unknown names
+    return [
+        {"id": str(e.id), "run_id": str(e.run_id), "deduped": e.deduped}
+        for e in handle.run_now()
+    ]
 
 
 def tasks() -> list[dict[str, Any]]:

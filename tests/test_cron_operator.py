@@ -71,3 +71,17 @@ def test_the_listing_shows_next_run_last_fire_and_pause(pg_driver, clock, nightl
     assert after["next_run"] == "2030-01-03T03:00:00+00:00"
     assert after["paused"] and after["declared"] and after["armed"]
     assert "tests.cron.nightly cron='0 3 * * *' tz=UTC" in jobs("tasks")
+
+
+def test_run_task_enqueues_now_and_leaves_the_schedule_alone(pg_driver, nightly):
+    """A manual run queues the job with its own key; nothing is armed or moved."""
+    (line,) = jobs("run-task", nightly.name).splitlines()
+    job = pg_driver.get(line)
+    assert (job.name, job.idempotency_key, job.enqueued_by) == (
+        "tests.noop",
+        None,
+        "task:tests.cron.nightly",
+    )
+    assert pg_driver.task_list() == []
+    with pytest.raises(CommandError, match="X_TASK_UNKNOWN"):
+        jobs("run-task", "tests.cron.typo")

@@ -18,7 +18,7 @@ from ...errors import JobsError
 
 
 class Command(BaseCommand):
-    """show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks."""
+    """show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks | run-task."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -41,6 +41,8 @@ class Command(BaseCommand):
             pausing.add_argument("queue", nargs="?")
             pausing.add_argument("--task", help=f"{verb} this cron task instead")
         verbs.add_parser("tasks", help="cron tasks: next run, last fire, paused")
+        run_task = verbs.add_parser("run-task", help="enqueue a cron task's jobs now")
+        run_task.add_argument("task")
         verbs.add_parser("stats", help="depth per queue")
         verbs.add_parser("workers", help="live worker processes")
 
@@ -58,6 +60,7 @@ class Command(BaseCommand):
             "pause": lambda: _pause_or_resume(options, pause=True),
             "resume": lambda: _pause_or_resume(options, pause=False),
             "tasks": operator.tasks,
+            "run-task": lambda: operator.run_task(options["task"]),
             "stats": operator.stats,
             "workers": operator.workers,
         }
@@ -116,6 +119,10 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
         return f"paused {kind}: {names}"
     if verb == "tasks":
         return _human_tasks(answer)
+    if verb == "run-task":
+        return "\n".join(
+            f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in answer
+        )
     if verb == "stats":
         rows = [
             f"{q['queue']:<20} ready={q['ready']} delayed={q['delayed']} "
