@@ -33,7 +33,7 @@ from croniter.croniter import CroniterError
 
 from .errors import CronInvalid, TimezoneInvalid
 
-__all__ = ["Schedule", "parse_schedule"]
+__all__ = ["Schedule", "check_timezone", "parse_schedule"]
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",

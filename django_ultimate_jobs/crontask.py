@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .cron import Schedule, parse_schedule
+from .cron import Schedule, check_timezone, parse_schedule
 from .drivers.base import Enqueued, EnqueueRequest
 from .errors import (
     CronInvalid,
@@ -215,7 +215,7 @@ def task(
         return TaskDeclarationInvalid(message)
 
     check(lambda: _check_name("name", name, refuse))
-    check(lambda: _schedule_parts(cron, tz, problems))
+    _schedule_parts(cron, tz, problems)
     schedule = None if problems else check(lambda: parse_schedule(cron, tz))
     if catch_up not in CATCH_UP_POLICIES:
         problems.append(
@@ -255,8 +255,6 @@ def task(
 
 def _schedule_parts(cron: Any, tz: Any, problems: list[JobsError]) -> None:
     """Check the zone and the expression apart, so both problems are listed."""
-    from .cron import check_timezone
-
     for step in (lambda: parse_schedule(cron, "UTC"), lambda: check_timezone(tz)):
         try:
             step()
