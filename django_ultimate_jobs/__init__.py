@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .crontask import TaskHandle, task
 from .drivers.base import Enqueued
 from .errors import (
     JobsError,
@@ -35,6 +36,7 @@ __all__ = [
     "Retry",
     "RetryAfter",
     "RetryClass",
+    "TaskHandle",
     "Terminal",
     "job",
     "job_enqueued",
@@ -45,6 +47,7 @@ __all__ = [
     "publish_event",
     "register_error_retry",
     "sweep_retention",
+    "task",
 ]
 
 __version__ = "0.1.0"

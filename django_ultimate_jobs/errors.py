@@ -479,3 +479,40 @@ class DbLockTimeout(JobsError):
         "retry later (the job retries by itself); find the long transaction "
         "holding the table in pg_stat_activity"
     )
+
+
+# -- Cron tasks ---------------------------------------------------------------
+
+
+class CronInvalid(JobsError):
+    """A cron expression is not five valid fields (or a macro), or never fires."""
+
+    code = "X_CRON_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "write five fields, e.g. cron='0 9 * * *' (minute hour day month weekday)"
+    )
+
+
+class TimezoneInvalid(JobsError):
+    """A task's ``tz`` is missing, unknown, or a fixed offset without DST rules."""
+
+    code = "X_TIMEZONE_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "name an IANA zone, e.g. tz='Europe/Paris' (or tz='UTC')"
+
+
+class TaskDeclarationInvalid(JobsError):
+    """A ``task(...)`` declaration is invalid (raised at import)."""
+
+    code = "X_TASK_DECLARATION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "correct the task(...) arguments named in the message"
+
+
+class TaskUnknown(JobsError):
+    """No cron task is declared under that name in this process."""
+
+    code = "X_TASK_UNKNOWN"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs tasks  (lists the declared tasks)"

@@ -17,7 +17,16 @@ from django.db.models.functions import Coalesce, Now
 
 from .states import JobState
 
-__all__ = ["Event", "Job", "JobCounter", "Lease", "QueuePause", "Step", "Worker"]
+__all__ = [
+    "CronTask",
+    "Event",
+    "Job",
+    "JobCounter",
+    "Lease",
+    "QueuePause",
+    "Step",
+    "Worker",
+]
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]
@@ -342,3 +351,31 @@ class JobCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job} @ {self.bucket_start}"
+
+
+class CronTask(models.Model):
+    """A declared cron task's durable state: the watermark fences every fire.
+
+    ``watermark`` is the last occurrence the scheduler handled (fired, or
+    dropped by the catch-up policy); an occurrence fires only by moving it
+    forward in the same statement that inserts the occurrence's jobs.
+    """
+
+    name = models.TextField(primary_key=True)
+    cron = models.TextField()
+    tz = models.TextField()
+    watermark = models.DateTimeField()
+    last_occurrence = models.DateTimeField(null=True, blank=True)
+    """The occurrence fired last (``None`` until the first fire)."""
+    fired_at = models.DateTimeField(null=True, blank=True)
+    """When that occurrence was fired (the database clock)."""
+    next_run_at = models.DateTimeField(null=True, blank=True)
+    """The next occurrence after the watermark, as of the last write."""
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_cron_task"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.cron} {self.tz})"

@@ -49,15 +49,19 @@ __all__ = [
     "list_jobs",
     "parse_job_id",
     "pause_queue",
+    "pause_task",
     "promote",
     "promote_many",
     "remove",
     "remove_many",
     "requeue_many",
     "resume_queue",
+    "resume_task",
     "retry",
+    "run_task",
     "show",
     "stats",
+    "tasks",
     "workers",
 ]
 
@@ -430,3 +434,102 @@ def _step_dict(step: StepRecord) -> dict[str, Any]:
         "event": step.event,
         "error": step.error,
     }
+
+
+# -- cron tasks ---------------------------------------------------------------
+
+
+def pause_task(task: str) -> list[dict[str, Any]]:
+    """Pause a declared cron task; answers the paused tasks after the write.
+
+    A paused task is skipped when due, its watermark untouched; on resume
+    its ``catch_up`` policy decides what it missed.
+
+    Raises:
+        TaskUnknown: no task is declared under that name (nothing written).
+    """
+    return [_paused(p) for p in get_driver().pause_task(_task_name(task))]
+
+
+def resume_task(task: str) -> list[dict[str, Any]]:
+    """Resume a cron task; answers the paused tasks after the write.
+
+    Raises:
+        TaskUnknown: no task is declared under that name (nothing written).
+    """
+    return [_paused(p) for p in get_driver().resume_task(_task_name(task))]
+
+
+def run_task(task: str) -> list[dict[str, Any]]:
+    """Enqueue a declared task's jobs now, outside its schedule.
+
+    Its watermark is untouched; the jobs are recorded as enqueued by
+    ``task:<name>``. Answers one entry per job (``id``, ``run_id``,
+    ``deduped``).
+
+    Raises:
+        TaskUnknown: no task is declared under that name (nothing written).
+        JobInputInvalid: the task's ``enqueue`` answer was refused.
+    """
+    from .crontask import get_task
+
+    handle = get_task(_task_name(task))
+    assert handle is not None  # _task_name refused unknown names
+    return [
+        {"id": str(e.id), "run_id": str(e.run_id), "deduped": e.deduped}
+        for e in handle.run_now()
+    ]
+
+
+def tasks() -> list[dict[str, Any]]:
+    """Every cron task: declared here, stored, or both, sorted by name.
+
+    Each entry carries the schedule, the next run, the last fire and the
+    pause; ``declared`` is false for a stored task no code declares any
+    more, ``armed`` false for a declared task no scheduler has seen yet.
+    """
+    from datetime import UTC, datetime
+
+    from .crontask import registered_tasks
+
+    stored = {record.name: record for record in get_driver().task_list()}
+    paused = {p.name: p.paused_at for p in get_driver().paused_tasks()}
+    declared = {handle.name: handle for handle in registered_tasks()}
+    now = datetime.now(UTC)
+    listing = []
+    for name in sorted(stored.keys() | declared.keys()):
+        record, handle = stored.get(name), declared.get(name)
+        next_run = record.next_run_at if record else None
+        if handle is not None and (record is None or next_run is None):
+            next_run = handle.next_run(now)
+        listing.append(
+            {
+                "name": name,
+                "cron": handle.cron if handle else record.cron,  # type: ignore[union-attr]
+                "tz": handle.tz if handle else record.tz,  # type: ignore[union-attr]
+                "catch_up": handle.catch_up if handle else None,
+                "declared": handle is not None,
+                "armed": record is not None,
+                "next_run": _iso(next_run),
+                "last_occurrence": _iso(record.last_occurrence if record else None),
+                "fired_at": _iso(record.fired_at if record else None),
+                "paused": name in paused,
+                "paused_at": _iso(paused.get(name)),
+            }
+        )
+    return listing
+
+
+def _task_name(task: str) -> str:
+    from .crontask import get_task
+    from .errors import TaskUnknown
+
+    if not isinstance(task, str) or get_task(task) is None:
+        raise TaskUnknown(
+            "no cron task is declared under that name", meta={"task": str(task)}
+        )
+    return task
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else value.isoformat()

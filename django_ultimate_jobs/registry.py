@@ -8,14 +8,20 @@ whose name is not registered here is parked, never resolved with
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .errors import JobDuplicate
 
 if TYPE_CHECKING:
     from .jobs import JobHandle
 
-__all__ = ["get_job", "register", "registered_jobs", "unregister"]
+__all__ = [
+    "get_job",
+    "put_unique",
+    "register",
+    "registered_jobs",
+    "unregister",
+]
 
 _lock = threading.Lock()
 _jobs: dict[str, JobHandle] = {}
@@ -32,15 +38,36 @@ def register(handle: JobHandle) -> None:
         JobDuplicate: another declaration holds the name.
     """
     with _lock:
-        existing = _jobs.get(handle.name)
-        if existing is not None and existing.origin != handle.origin:
-            raise JobDuplicate(
-                f"two jobs are declared with the name {handle.name!r} "
-                f"({existing.origin} and {handle.origin})",
-                fix="give one of them another name=...",
-                meta={"name": handle.name},
-            )
-        _jobs[handle.name] = handle
+        put_unique(_jobs, handle, "jobs")
+
+
+class _Declared(Protocol):
+    name: str
+    origin: str
+
+
+D = TypeVar("D", bound=_Declared)
+
+
+def put_unique(table: dict[str, D], declared: D, kind: str) -> None:
+    """Store ``declared`` under its name, refusing a name another origin holds.
+
+    The same declaration run again (a module imported twice, as the
+    autoreloader and some test runners do) has the same origin and replaces
+    the first quietly.
+
+    Raises:
+        JobDuplicate: another declaration holds the name.
+    """
+    existing = table.get(declared.name)
+    if existing is not None and existing.origin != declared.origin:
+        raise JobDuplicate(
+            f"two {kind} are declared with the name {declared.name!r} "
+            f"({existing.origin} and {declared.origin})",
+            fix="give one of them another name=...",
+            meta={"name": declared.name},
+        )
+    table[declared.name] = declared
 
 
 def unregister(name: str) -> None:

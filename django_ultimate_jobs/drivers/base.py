@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
 
 from ..states import JobState
+
+if TYPE_CHECKING:
+    from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -459,6 +462,40 @@ class JobDriver(Protocol):
 
     def close(self) -> None:
         """Release what the driver holds (the memory driver forgets its rows)."""
+        ...
+
+    # -- cron tasks (records in drivers/cron_base.py) ------------------------
+
+    def pause_task(self, task: str) -> list[PausedName]:
+        """Pause a cron task (skipped when due, watermark untouched)."""
+        ...
+
+    def resume_task(self, task: str) -> list[PausedName]:
+        """Resume a cron task; answers the paused tasks after the write."""
+        ...
+
+    def paused_tasks(self) -> list[PausedName]:
+        """Paused cron tasks sorted by name."""
+        ...
+
+    def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
+        """Answer each task's watermark, arming new tasks at the one given."""
+        ...
+
+    def task_fire(self, fire: TaskFire) -> FireResult | None:
+        """Fire one occurrence atomically; ``None`` if the watermark moved."""
+        ...
+
+    def task_list(self) -> list[TaskRecord]:
+        """Every stored cron task with its pause, sorted by name."""
+        ...
+
+    def leader_acquire(self, key: str, holder: str, *, ttl_ms: int) -> bool:
+        """Take or renew a leader lease; True if ``holder`` now leads."""
+        ...
+
+    def leader_release(self, key: str, holder: str) -> None:
+        """Give up a leader lease ``holder`` holds."""
         ...
 
 

@@ -52,6 +52,7 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .memory_cron import MemoryCron
 from .memory_rows import (
     CounterKey,
     JobRow,
@@ -75,8 +76,12 @@ _WAITING = frozenset({JobState.READY, JobState.DELAYED, JobState.SUSPENDED})
 _NACK_OUTCOMES = {JobState.DEAD: "dead", JobState.FAILED: "failed"}
 
 
-class MemoryDriver:
-    """Jobs in dicts, with the Postgres driver's answers, for one process."""
+class MemoryDriver(MemoryCron):
+    """Jobs in dicts, with the Postgres driver's answers, for one process.
+
+    The cron-task methods come from
+    :class:`~django_ultimate_jobs.drivers.memory_cron.MemoryCron`.
+    """
 
     name = "memory"
 
@@ -95,6 +100,7 @@ class MemoryDriver:
         self._counters: dict[CounterKey, dict[str, int]] = {}
         self._paused: dict[str, datetime] = {}
         self._workers = WorkerRegistry()
+        self._forget_cron()
 
     def _now(self) -> datetime:
         # Postgres answers timestamps in UTC; so does this driver.

@@ -54,6 +54,7 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
 
@@ -71,8 +72,12 @@ _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 MAX_WORKER_IN_FLIGHT = 100
 
 
-class PostgresDriver:
-    """Jobs in PostgreSQL tables, reached through a Django database alias."""
+class PostgresDriver(PostgresCron):
+    """Jobs in PostgreSQL tables, reached through a Django database alias.
+
+    The cron-task statements (fire, sync, leader lease, task pauses) come
+    from :class:`~django_ultimate_jobs.drivers.postgres_cron.PostgresCron`.
+    """
 
     name = "postgres"
 
@@ -511,7 +516,7 @@ class PostgresDriver:
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue``; answers the paused list after the write."""
-        self._rows("queue_pause", {"name": queue})
+        self._rows("pause_add", {"kind": "queue", "name": queue})
         return self.paused_queues()
 
     def resume_queue(self, queue: str) -> list[PausedName]:
@@ -521,7 +526,10 @@ class PostgresDriver:
 
     def paused_queues(self) -> list[PausedName]:
         """Paused queues sorted by name."""
-        return [PausedName(name, at) for name, at in self._rows("queue_paused", {})]
+        return [
+            PausedName(name, at)
+            for name, at in self._rows("pause_list", {"kind": "queue"})
+        ]
 
     def announce_worker(self, worker: WorkerRecord, *, ttl_ms: int) -> None:
         """Insert or refresh a worker's registry row."""

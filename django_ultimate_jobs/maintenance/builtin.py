@@ -1,8 +1,10 @@
 """The built-in maintenance jobs: ``ultimate_jobs.retention`` and ``ultimate_jobs.partitions``.
 
-Imported by ``AppConfig.ready()``, so every worker knows them. Each holds a
-fixed idempotency key: one live run at a time, however often it is
-enqueued. The first step reads the clock once; every later step (one per
+Imported by ``AppConfig.ready()``, so every worker knows them, with the
+cron tasks that schedule them: retention hourly at minute 23 (upstream's
+``DEFAULT_PURGE_CRON``), partitions daily at 03:17 UTC. A scheduler that was
+down runs each once on its return (``catch_up="run-once"``). Each job holds a
+fixed idempotency key: one live run at a time when enqueued by hand. The first step reads the clock once; every later step (one per
 target, one per partitioned table) is durable, so an attempt that dies
 mid-way resumes at the target it stopped on, with the same clock.
 """
@@ -13,17 +15,27 @@ import logging
 from datetime import datetime
 
 from ..context import JobContext
+from ..crontask import task
 from ..jobs import job
 from .instant import maintenance_now, parse_instant
 from .partitions import maintain_partitions, registered_partitions
 from .retention import TARGETS, sweep_target
 
-__all__ = ["PARTITIONS_JOB", "RETENTION_JOB", "partitions", "retention"]
+__all__ = [
+    "PARTITIONS_CRON",
+    "PARTITIONS_JOB",
+    "RETENTION_CRON",
+    "RETENTION_JOB",
+    "partitions",
+    "retention",
+]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
 RETENTION_JOB = "ultimate_jobs.retention"
 PARTITIONS_JOB = "ultimate_jobs.partitions"
+RETENTION_CRON = "23 * * * *"
+PARTITIONS_CRON = "17 3 * * *"
 
 
 def _read_clock() -> str:
@@ -73,3 +85,19 @@ def _maintain_one(
         "created": [p.name for plan in plans for p in plan.create],
         "dropped": [p.name for plan in plans for p in plan.drop],
     }
+
+
+task(
+    name=RETENTION_JOB,
+    cron=RETENTION_CRON,
+    tz="UTC",
+    job=retention,
+    catch_up="run-once",
+)
+task(
+    name=PARTITIONS_JOB,
+    cron=PARTITIONS_CRON,
+    tz="UTC",
+    job=partitions,
+    catch_up="run-once",
+)

@@ -1,6 +1,7 @@
 """Helpers for users' tests.
 
 - :func:`run_jobs` drains due jobs through the real worker path;
+- :func:`run_scheduler` runs one cron scheduler round (fires due tasks);
 - :class:`ManualClock` freezes and moves time for the drivers;
 - :class:`~django_ultimate_jobs.drivers.memory.MemoryDriver` (settings
   ``ULTIMATE_JOBS = {"DRIVER": "memory"}``) keeps jobs in memory;
@@ -11,5 +12,6 @@ from __future__ import annotations
 
 from ..clock import ManualClock
 from .runner import run_jobs
+from .scheduling import run_scheduler
 
-__all__ = ["ManualClock", "run_jobs"]
+__all__ = ["ManualClock", "run_jobs", "run_scheduler"]

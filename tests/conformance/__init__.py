@@ -8,4 +8,5 @@ pytest.register_assert_rewrite(
     "django_ultimate_jobs.testing.conformance",
     "django_ultimate_jobs.testing.conformance_operator",
     "django_ultimate_jobs.testing.conformance_bulk",
+    "django_ultimate_jobs.testing.conformance_cron",
 )

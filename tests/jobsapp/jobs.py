@@ -142,3 +142,14 @@ def atomic_steps(ctx, *, order: str):
     first = ctx.step.run("reserve", write, f"reserve:{order}", atomic=True)
     second = ctx.step.run("charge", write, f"charge:{order}", atomic=True)
     return [first, second]
+
+
+# -- a cron task for the scheduler's acceptance tests ---------------------------
+#
+# Declared only in runjobs subprocesses started with UJ_CRON_TASK=1, so every
+# other worker of the suite runs with no task (and so no scheduler thread).
+
+if os.environ.get("UJ_CRON_TASK"):
+    from django_ultimate_jobs import task
+
+    task(name="tests.cron.hourly", cron="@hourly", tz="Europe/Paris", job=noop)

@@ -721,21 +721,6 @@ SELECT c.queue,
  ORDER BY c.queue COLLATE "C";
 
 
--- name: queue_pause
--- Pause a queue: one row, never a column on job rows (pausing a
--- million-row queue is one insert). The first pause's time is kept.
-INSERT INTO ultimate_jobs_queue_pause (kind, name, paused_at)
-VALUES ('queue', %(name)s, coalesce(%(now)s::timestamptz, now()))
-ON CONFLICT (kind, name) DO NOTHING;
-
-
--- name: queue_paused
--- Paused queues, sorted by name in code-unit order.
-SELECT name, paused_at FROM ultimate_jobs_queue_pause
- WHERE kind = 'queue'
- ORDER BY name COLLATE "C";
-
-
 -- name: queue_resume
 -- Resume a queue and wake its workers so idle ones pass at once.
 WITH resumed AS (
@@ -947,3 +932,140 @@ ON CONFLICT (run_id, name) DO UPDATE
        correlation_key = excluded.correlation_key, snapshot = excluded.snapshot,
        cursor_at = excluded.cursor_at, cursor_id = excluded.cursor_id
 RETURNING id;
+
+
+-- Cron tasks, the scheduler's leader lease and task pauses ------------------
+
+
+-- name: cron_task_fire
+-- Fire one occurrence of a cron task: move its watermark from the value the
+-- scheduler read (%(expected)s) to %(watermark)s AND insert the
+-- occurrence's jobs, in one statement. The watermark is the fence: the
+-- update lands only while the stored watermark still equals what this
+-- scheduler read and is before the occurrence, so two nodes that both
+-- believe they lead still queue an occurrence once (the loser moves no row
+-- and so inserts nothing). The jobs' keys are <task>:<occurrence>:<job key>,
+-- so even a statement that slipped past the fence meets the live unique
+-- index (ON CONFLICT DO NOTHING) while the first fire's jobs are live. The
+-- answer is one row per inserted job, or a single row with a NULL id when
+-- the watermark moved but every job met a live holder; no row at all means
+-- another fire got there first.
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), moved AS (
+    UPDATE ultimate_jobs_cron_task AS t
+       SET watermark = %(watermark)s, last_occurrence = %(occurrence)s,
+           fired_at = clock.now, next_run_at = %(next_run_at)s, updated_at = clock.now
+      FROM clock
+     WHERE t.name = %(name)s AND t.watermark = %(expected)s
+       AND t.watermark < %(occurrence)s
+    RETURNING t.name
+), inserted AS (
+    INSERT INTO ultimate_jobs_job
+           (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
+            state, run_at, tenant_id, enqueued_by, created_at, updated_at)
+    SELECT r.id, r.name, r.queue, r.input, r.idempotency_key, r.id, r.max_attempts,
+           r.priority, CASE WHEN r.run_at > clock.now THEN 'delayed' ELSE 'ready' END,
+           r.run_at, r.tenant_id, r.enqueued_by, clock.now, clock.now
+      FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+               ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
+               max_attempts int, priority int, run_at timestamptz, tenant_id text,
+               enqueued_by text),
+           clock
+     WHERE EXISTS (SELECT 1 FROM moved)
+     ORDER BY r.ord
+    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+       WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+         AND idempotency_key IS NOT NULL
+       DO NOTHING
+    RETURNING id, queue, run_at, created_at
+), notified AS (
+    SELECT pg_notify('ultimate_jobs_wake', q.queue)
+      FROM (SELECT DISTINCT i.queue FROM inserted i
+             WHERE i.run_at <= i.created_at + interval '1 second') AS q
+)
+SELECT inserted.id, (SELECT count(*) FROM notified) AS notified FROM inserted
+UNION ALL
+SELECT NULL, 0 FROM moved WHERE NOT EXISTS (SELECT 1 FROM inserted);
+
+
+-- name: cron_task_list
+-- Every stored cron task with its pause, sorted by name in code-unit order
+-- (the operator's listing; declared tasks missing here were never armed).
+SELECT t.name, t.cron, t.tz, t.watermark, t.last_occurrence, t.fired_at, t.next_run_at,
+       p.paused_at
+  FROM ultimate_jobs_cron_task t
+  LEFT JOIN ultimate_jobs_queue_pause p ON p.kind = 'task' AND p.name = t.name
+ ORDER BY t.name COLLATE "C";
+
+
+-- name: cron_task_sync
+-- Read the watermarks of the declared tasks, arming the new ones in the same
+-- statement: a task seen for the first time gets the watermark the
+-- scheduler proposes (now: it fires from its next occurrence on, never
+-- retroactively). An existing watermark is never moved here; a changed
+-- cron or zone is recorded (with the next run the scheduler computed) so
+-- listings show what runs. Every row is answered through RETURNING, which
+-- is why the conflict arm always updates: a plain SELECT in the statement
+-- reads its start snapshot, and missed a row that another node's
+-- concurrent sync had just committed (two nodes leading at once).
+INSERT INTO ultimate_jobs_cron_task AS t
+       (name, cron, tz, watermark, next_run_at, created_at, updated_at)
+SELECT g.name, g.cron, g.tz, g.watermark, g.next_run_at,
+       coalesce(%(now)s::timestamptz, now()), coalesce(%(now)s::timestamptz, now())
+  FROM jsonb_to_recordset(%(tasks)s::jsonb)
+       AS g(name text, cron text, tz text, watermark timestamptz, next_run_at timestamptz)
+ON CONFLICT (name) DO UPDATE
+   SET cron = excluded.cron, tz = excluded.tz,
+       next_run_at = CASE WHEN (t.cron, t.tz) IS DISTINCT FROM (excluded.cron, excluded.tz)
+                          THEN excluded.next_run_at ELSE t.next_run_at END,
+       updated_at = CASE WHEN (t.cron, t.tz) IS DISTINCT FROM (excluded.cron, excluded.tz)
+                         THEN excluded.updated_at ELSE t.updated_at END
+RETURNING t.name, t.watermark;
+
+
+-- name: leader_acquire
+-- Take or renew a leader lease (a row of the lease table, slot 0): insert
+-- wins an unheld key; the update lands only for the holder itself (a
+-- renewal) or once the lease expired (a takeover, which bumps the fence).
+-- No row back means someone else leads. Safety does not rest on this
+-- lease: the fire statement's watermark fence does.
+INSERT INTO ultimate_jobs_lease (lease_key, slot, holder, fence, expires_at)
+VALUES (%(key)s, 0, %(holder)s, 1,
+        coalesce(%(now)s::timestamptz, now()) + %(ttl_ms)s * interval '1 millisecond')
+ON CONFLICT (lease_key, slot) DO UPDATE
+   SET holder = excluded.holder, expires_at = excluded.expires_at,
+       fence = ultimate_jobs_lease.fence
+               + CASE WHEN ultimate_jobs_lease.holder = excluded.holder THEN 0 ELSE 1 END
+ WHERE ultimate_jobs_lease.holder = excluded.holder
+    OR ultimate_jobs_lease.expires_at <= coalesce(%(now)s::timestamptz, now())
+RETURNING fence;
+
+
+-- name: leader_release
+-- Give up a leader lease this holder holds (a standby takes over at its next ask).
+DELETE FROM ultimate_jobs_lease
+ WHERE lease_key = %(key)s AND slot = 0 AND holder = %(holder)s;
+
+
+-- name: pause_add
+-- Pause a queue or a cron task (%(kind)s): one row, never a column on job
+-- rows (pausing a million-row queue is one insert). The claim skips a
+-- paused queue; the scheduler skips a paused task, its watermark untouched.
+-- The first pause's time is kept.
+INSERT INTO ultimate_jobs_queue_pause (kind, name, paused_at)
+VALUES (%(kind)s, %(name)s, coalesce(%(now)s::timestamptz, now()))
+ON CONFLICT (kind, name) DO NOTHING;
+
+
+-- name: pause_list
+-- Paused queues or tasks (%(kind)s), sorted by name in code-unit order.
+SELECT name, paused_at FROM ultimate_jobs_queue_pause
+ WHERE kind = %(kind)s
+ ORDER BY name COLLATE "C";
+
+
+-- name: task_resume
+-- Resume a cron task; its catch-up policy decides what it missed. (A queue
+-- resumes through queue_resume, which also wakes its workers.)
+DELETE FROM ultimate_jobs_queue_pause WHERE kind = 'task' AND name = %(name)s;

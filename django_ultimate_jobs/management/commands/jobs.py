@@ -18,7 +18,7 @@ from ...errors import JobsError
 
 
 class Command(BaseCommand):
-    """ls | show | retry | cancel | rm | promote | pause | resume | stats | workers."""
+    """ls | show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks | run-task."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -49,7 +49,12 @@ class Command(BaseCommand):
         retry.add_argument("job_id")
         retry.add_argument("--from-step", help="drop this step and the later ones")
         for verb in ("pause", "resume"):
-            verbs.add_parser(verb, help=f"{verb} a queue").add_argument("queue")
+            pausing = verbs.add_parser(verb, help=f"{verb} a queue, or a cron task")
+            pausing.add_argument("queue", nargs="?")
+            pausing.add_argument("--task", help=f"{verb} this cron task instead")
+        verbs.add_parser("tasks", help="cron tasks: next run, last fire, paused")
+        run_task = verbs.add_parser("run-task", help="enqueue a cron task's jobs now")
+        run_task.add_argument("task")
         verbs.add_parser("stats", help="depth per queue")
         verbs.add_parser("workers", help="live worker processes")
 
@@ -75,8 +80,10 @@ class Command(BaseCommand):
             ),
             "rm": lambda: operator.remove(options["job_id"]),
             "promote": lambda: operator.promote(options["job_id"]),
-            "pause": lambda: operator.pause_queue(options["queue"]),
-            "resume": lambda: operator.resume_queue(options["queue"]),
+            "pause": lambda: _pause_or_resume(options, pause=True),
+            "resume": lambda: _pause_or_resume(options, pause=False),
+            "tasks": operator.tasks,
+            "run-task": lambda: operator.run_task(options["task"]),
             "stats": operator.stats,
             "workers": operator.workers,
         }
@@ -87,10 +94,32 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(answer, indent=2, sort_keys=True, default=str))
         else:
-            self.stdout.write(_human(verb, answer))
+            kind = "tasks" if options.get("task") else "queues"
+            self.stdout.write(_human(verb, answer, kind=kind))
 
 
-def _human(verb: str, answer: Any) -> str:
+def _pause_or_resume(options: dict[str, Any], *, pause: bool) -> Any:
+    queue, task = options["queue"], options["task"]
+    if (queue is None) == (task is None):
+        raise CommandError("name a queue, or a cron task with --task NAME (not both)")
+    if task is not None:
+        return operator.pause_task(task) if pause else operator.resume_task(task)
+    return operator.pause_queue(queue) if pause else operator.resume_queue(queue)
+
+
+def _human_tasks(answer: list[dict[str, Any]]) -> str:
+    return (
+        "\n".join(
+            f"{t['name']} cron={t['cron']!r} tz={t['tz']} next={t['next_run']} "
+            f"last={t['last_occurrence']}{' PAUSED' if t['paused'] else ''}"
+            f"{'' if t['declared'] else ' (no longer declared)'}"
+            for t in answer
+        )
+        or "no cron tasks"
+    )
+
+
+def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
     if verb == "ls":
         return _page(answer)
     if verb in ("show", "retry", "cancel", "promote"):
@@ -112,7 +141,13 @@ def _human(verb: str, answer: Any) -> str:
         return f"removed {answer['id']}"
     if verb in ("pause", "resume"):
         names = ", ".join(p["name"] for p in answer) or "none"
-        return f"paused queues: {names}"
+        return f"paused {kind}: {names}"
+    if verb == "tasks":
+        return _human_tasks(answer)
+    if verb == "run-task":
+        return "\n".join(
+            f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in answer
+        )
     if verb == "stats":
         rows = [
             f"{q['queue']:<20} ready={q['ready']} delayed={q['delayed']} "

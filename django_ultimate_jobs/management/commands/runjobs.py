@@ -6,6 +6,8 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
@@ -18,6 +20,7 @@ from ...errors import JobsError
 from ...worker.config import WorkerConfig
 from ...worker.listener import WakeListener
 from ...worker.runner import Worker
+from ...worker.scheduler import SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
 
 logger = logging.getLogger("django_ultimate_jobs")
@@ -69,7 +72,11 @@ class Command(BaseCommand):
             argv = _drop_value(get_child_arguments(), "--processes")
             argv = [a for a in argv if not a.startswith("--processes=")]
             grace = config.shutdown_deadline_ms / 1000
-            sys.exit(Supervisor([*argv, "--processes", "1"], processes, grace).run())
+            # The scheduler runs once per host, in the parent, not per child.
+            child = [*argv, "--processes", "1", "--no-scheduler"]
+            with _scheduler(options):
+                code = Supervisor(child, processes, grace).run()
+            sys.exit(code)
         worker = Worker(config)
         if behind_transaction_pooler(jobs_settings().database) and config.wake:
             logger.warning(
@@ -91,7 +98,8 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            worker.run(install_signals=_install_signals)
+            with _scheduler(options):
+                worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
                 listener.stop()
@@ -113,6 +121,23 @@ class Command(BaseCommand):
             shutdown_deadline_ms=None if deadline is None else round(deadline * 1000),
             wake=False if options["no_wake"] else None,
         )
+
+
+@contextmanager
+def _scheduler(options: dict[str, Any]) -> Iterator[None]:
+    """Run the cron scheduler thread around the body, unless turned off."""
+    from ...crontask import registered_tasks
+
+    # With no task declared there is nothing to lead: no lease traffic.
+    if options["no_scheduler"] or not registered_tasks():
+        yield
+        return
+    thread = SchedulerThread()
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.stop()
 
 
 def _set_live(worker: Worker, live: bool) -> None:

@@ -1,0 +1,149 @@
+"""Cron tasks, the leader lease and task pauses in memory (internal).
+
+A mixin of :class:`~django_ultimate_jobs.drivers.memory.MemoryDriver` with
+the answers of the statements in ``postgres_cron``: a fire lands only while
+the stored watermark equals the one the scheduler read, and inserts the
+occurrence's jobs under the same lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .base import Enqueued, EnqueueRequest, PausedName
+from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+from .memory_rows import JobRow, dump_json
+
+if TYPE_CHECKING:
+    from ..clock import Clock
+
+__all__ = ["MemoryCron"]
+
+
+@dataclass(slots=True)
+class _Lease:
+    holder: str
+    expires_at: datetime
+
+
+class MemoryCron:
+    """The cron-task methods of the memory driver."""
+
+    clock: Clock
+    _lock: threading.Lock
+
+    def _now(self) -> datetime:
+        raise NotImplementedError  # provided by MemoryDriver
+
+    def _insert(
+        self, request: EnqueueRequest, text: str, now: datetime
+    ) -> tuple[Enqueued, JobRow | None]:
+        raise NotImplementedError  # provided by MemoryDriver
+
+    def _wake(self, queues: Iterable[str]) -> None:
+        raise NotImplementedError  # provided by MemoryDriver
+
+    def _forget_cron(self) -> None:
+        self._tasks: dict[str, TaskRecord] = {}
+        self._paused_tasks: dict[str, datetime] = {}
+        self._leases: dict[str, _Lease] = {}
+
+    def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
+        """Answer each task's watermark, arming the new ones (schedules updated)."""
+        with self._lock:
+            for task in tasks:
+                stored = self._tasks.get(task.name)
+                if stored is None:
+                    stored = TaskRecord(
+                        name=task.name,
+                        cron=task.cron,
+                        tz=task.tz,
+                        watermark=task.watermark,
+                        last_occurrence=None,
+                        fired_at=None,
+                        next_run_at=task.next_run_at,
+                        paused_at=None,
+                    )
+                elif (stored.cron, stored.tz) != (task.cron, task.tz):
+                    # A changed schedule is recorded; the watermark stays.
+                    stored = replace(
+                        stored, cron=task.cron, tz=task.tz, next_run_at=task.next_run_at
+                    )
+                self._tasks[task.name] = stored
+            return {t.name: self._tasks[t.name].watermark for t in tasks}
+
+    def task_fire(self, fire: TaskFire) -> FireResult | None:
+        """Fire one occurrence; ``None`` when another fire moved the watermark."""
+        texts = [dump_json(r.input) for r in fire.jobs]
+        now = self._now()
+        inserted: list[JobRow] = []
+        with self._lock:
+            stored = self._tasks.get(fire.name)
+            if (
+                stored is None
+                or stored.watermark != fire.expected
+                or stored.watermark >= fire.occurrence
+            ):
+                return None
+            self._tasks[fire.name] = replace(
+                stored,
+                watermark=fire.watermark,
+                last_occurrence=fire.occurrence,
+                fired_at=now,
+                next_run_at=fire.next_run_at,
+            )
+            for request, text in zip(fire.jobs, texts, strict=True):
+                _answer, row = self._insert(request, text, now)
+                if row is not None:
+                    inserted.append(row)
+        self._wake(
+            row.queue for row in inserted if row.run_at <= now + timedelta(seconds=1)
+        )
+        return FireResult([row.id for row in inserted], len(texts) - len(inserted))
+
+    def task_list(self) -> list[TaskRecord]:
+        """Every stored task with its pause, sorted by name."""
+        with self._lock:
+            return [
+                replace(task, paused_at=self._paused_tasks.get(name))
+                for name, task in sorted(self._tasks.items())
+            ]
+
+    def leader_acquire(self, key: str, holder: str, *, ttl_ms: int) -> bool:
+        """Take or renew the lease ``key``; True if ``holder`` now leads."""
+        now = self._now()
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is not None and lease.holder != holder and lease.expires_at > now:
+                return False
+            self._leases[key] = _Lease(holder, now + timedelta(milliseconds=ttl_ms))
+            return True
+
+    def leader_release(self, key: str, holder: str) -> None:
+        """Give up the lease ``key`` if ``holder`` holds it."""
+        with self._lock:
+            lease = self._leases.get(key)
+            if lease is not None and lease.holder == holder:
+                del self._leases[key]
+
+    def pause_task(self, task: str) -> list[PausedName]:
+        """Pause a cron task (the first pause's time is kept)."""
+        now = self._now()
+        with self._lock:
+            self._paused_tasks.setdefault(task, now)
+        return self.paused_tasks()
+
+    def resume_task(self, task: str) -> list[PausedName]:
+        """Resume a cron task; answers the paused tasks after the write."""
+        with self._lock:
+            self._paused_tasks.pop(task, None)
+        return self.paused_tasks()
+
+    def paused_tasks(self) -> list[PausedName]:
+        """Paused tasks sorted by name (code-point order)."""
+        with self._lock:
+            return [PausedName(n, at) for n, at in sorted(self._paused_tasks.items())]
