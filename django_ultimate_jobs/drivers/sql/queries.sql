@@ -183,10 +183,10 @@ WITH clock AS MATERIALIZED (
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
-             FROM ultimate_jobs_job j, clock
+             FROM ultimate_jobs_job j
             WHERE j.state = 'ready'
               AND j.queue = q.name
-              AND j.run_at <= clock.now
+              AND j.run_at <= (SELECT now FROM clock)
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS w
@@ -197,10 +197,10 @@ WITH clock AS MATERIALIZED (
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
-             FROM ultimate_jobs_job j, clock
+             FROM ultimate_jobs_job j
             WHERE j.state IN ('delayed', 'suspended')
               AND j.queue = q.name
-              AND j.run_at <= clock.now
+              AND j.run_at <= (SELECT now FROM clock)
             ORDER BY j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS t
@@ -208,9 +208,9 @@ WITH clock AS MATERIALIZED (
                         WHERE p.kind = 'queue' AND p.name = q.name)
 ), lapsed AS MATERIALIZED (
     SELECT j.id, j.priority, j.run_at, true AS lapsed
-      FROM ultimate_jobs_job j, clock
+      FROM ultimate_jobs_job j
      WHERE j.state = 'running'
-       AND j.visible_at <= clock.now
+       AND j.visible_at <= (SELECT now FROM clock)
        AND j.queue = ANY(%(queues)s::text[])
        AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = j.queue)
@@ -233,9 +233,10 @@ WITH clock AS MATERIALIZED (
       FROM clock
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed))
        AND j.state = 'running' AND j.attempt >= j.max_attempts
-    RETURNING j.id, j.name, j.queue, NULL::jsonb AS input, j.idempotency_key, j.run_id,
-              j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at
+       -- implied by "lapsed", and it bounds the lease index scan the
+       -- planner picks here to the lapsed rows (not every running one)
+       AND j.visible_at <= (SELECT now FROM clock)
+    RETURNING j.id, j.name, j.state
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
@@ -279,7 +280,12 @@ WITH clock AS MATERIALIZED (
 )
 SELECT * FROM claimed
 UNION ALL
-SELECT * FROM buried;
+-- A buried row comes back as its id, name and state only: the driver reads
+-- it whole afterwards (rare), and the statement stays under psycopg's 4 KB
+-- limit for caching its parsed form.
+SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM buried b;
 
 
 -- name: job_enqueue
