@@ -141,6 +141,4 @@ def _run(request: HttpRequest, task: str) -> None:
     )
     deduped = len(entries) - len(queued)
     note = f"; {deduped} already queued (same idempotency key)" if deduped else ""
-    messages.success(
-        request, f"Cron task {task}: {len(queued)} job(s) queued{note}."
-    )
+    messages.success(request, f"Cron task {task}: {len(queued)} job(s) queued{note}.")
