@@ -14,16 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
-from django.contrib.admin.models import ADDITION, DELETION
+from django.contrib.admin.models import ADDITION
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from .. import operator
 from ..errors import JobsError
-from ..models import Job, QueuePause
+from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
-from .queues import PAUSE_PERMISSION
+from .queues import PAUSE_PERMISSION, record_pause
 
 __all__ = ["RUN_PERMISSION", "VERB_PERMISSIONS", "view"]
 
@@ -35,6 +35,11 @@ VERB_PERMISSIONS = {
     "run": RUN_PERMISSION,
 }
 _LABELS = {"pause": "Pause", "resume": "Resume", "run": "Run now"}
+_TITLES = {
+    "pause": "Pause cron task {task}?",
+    "resume": "Resume cron task {task}?",
+    "run": "Run cron task {task} now?",
+}
 _SUMMARIES = {
     "pause": (
         "The scheduler skips the task when it falls due; its watermark is "
@@ -95,7 +100,7 @@ def _operate(model_admin: Any, request: HttpRequest) -> HttpResponse:
             {
                 **model_admin.admin_site.each_context(request),
                 "opts": model_admin.opts,
-                "title": f"{_LABELS[verb]}: cron task {task}?",
+                "title": _TITLES[verb].format(task=task),
                 "verb_label": _LABELS[verb],
                 "summary": _SUMMARIES[verb],
                 "fields": {"task": task, "verb": verb},
@@ -117,14 +122,7 @@ def _pause_or_resume(request: HttpRequest, task: str, verb: str) -> None:
         operator.pause_task(task)
     else:
         operator.resume_task(task)
-    log_operator_action(
-        request,
-        QueuePause,
-        [(task, f"cron task {task}")],
-        flag=ADDITION if verb == "pause" else DELETION,
-        message=f"{verb.capitalize()}d cron task {task} (admin)",
-    )
-    messages.success(request, f"Cron task {task} {verb}d.")
+    record_pause(request, "cron task", task, verb)
 
 
 def _run(request: HttpRequest, task: str) -> None:
