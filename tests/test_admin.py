@@ -6,12 +6,16 @@ Chromium; these cover the refusals and the audit trail row by row.
 
 from __future__ import annotations
 
+from uuid import UUID
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
+from django_ultimate_jobs import operator
 from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest
+from django_ultimate_jobs.models import Job
 from tests.jobsapp.jobs import noop
 
 pytestmark = pytest.mark.postgres
@@ -158,3 +162,106 @@ def test_a_large_list_never_counts_the_whole_table(admin_client, pg_driver):
     counts = [q["sql"] for q in captured if "COUNT(" in q["sql"].upper()]
     assert counts and all("LIMIT 10001" in sql for sql in counts), counts
     assert page.context["cl"].result_count >= 10_001
+
+
+TASKS = "admin:ultimate_jobs_job_cron_tasks"
+RETENTION = "ultimate_jobs.retention"
+
+
+def paused_tasks():
+    return [t["name"] for t in operator.tasks() if t["paused"]]
+
+
+def test_the_cron_tasks_page_lists_the_built_in_tasks(admin_client, pg_driver):
+    """Both built-in tasks, with cron, zone and next run; linked from the nav."""
+    page = admin_client.get(reverse(TASKS))
+    assert page.status_code == 200
+    rows = {row["name"]: row for row in page.context["rows"]}
+    assert {RETENTION, "ultimate_jobs.partitions"} <= rows.keys()
+    assert (rows[RETENTION]["cron"], rows[RETENTION]["tz"]) == ("23 * * * *", "UTC")
+    assert rows[RETENTION]["next_run"] is not None
+    assert "17 3 * * *" in page.text and "not armed yet" in page.text
+    listing = admin_client.get(reverse(LIST))
+    assert f'href="{reverse(TASKS)}"' in listing.text
+
+
+def test_task_pause_and_resume_confirm_act_and_log(admin_client, admin_user, pg_driver):
+    """Pause, then resume, a task from the page: each confirmed, each logged."""
+    url = reverse(TASKS)
+    pause = {"task": RETENTION, "verb": "pause"}
+    assert "Yes, pause" in admin_client.post(url, pause).text
+    assert paused_tasks() == []
+    admin_client.post(url, {**pause, "confirmed": "yes"})
+    assert paused_tasks() == [RETENTION]
+    assert "paused since" in admin_client.get(url).text
+    admin_client.post(url, {"task": RETENTION, "verb": "resume", "confirmed": "yes"})
+    assert paused_tasks() == []
+    assert pg_driver.paused_queues() == []
+    messages = list(
+        LogEntry.objects.order_by("pk").values_list("object_id", "change_message")
+    )
+    assert messages == [
+        (RETENTION, f"Paused cron task {RETENTION} (admin)"),
+        (RETENTION, f"Resumed cron task {RETENTION} (admin)"),
+    ]
+    assert {e.user_id for e in LogEntry.objects.all()} == {admin_user.pk}
+
+
+def test_task_run_now_enqueues_its_job(admin_client, pg_driver):
+    """Run now confirms, then queues the task's job once; a second is deduped."""
+    url = reverse(TASKS)
+    run = {"task": RETENTION, "verb": "run"}
+    assert "Yes, run now" in admin_client.post(url, run).text
+    assert not Job.objects.exists()
+    done = admin_client.post(url, {**run, "confirmed": "yes"}, follow=True)
+    assert f"Cron task {RETENTION}: 1 job(s) queued." in done.text
+    (entry,) = LogEntry.objects.all()
+    job = pg_driver.get(UUID(entry.object_id))
+    assert (job.name, job.enqueued_by) == (RETENTION, f"task:{RETENTION}")
+    again = admin_client.post(url, {**run, "confirmed": "yes"}, follow=True)
+    assert "0 job(s) queued; 1 already queued" in again.text
+    assert LogEntry.objects.count() == 1
+    (listed,) = [t for t in operator.tasks() if t["name"] == RETENTION]
+    assert (listed["armed"], listed["last_occurrence"]) == (False, None)
+
+
+def test_an_unknown_task_is_refused_with_its_code(admin_client, pg_driver):
+    """A task no code declares: the coded error, nothing written or logged."""
+    url = reverse(TASKS)
+    forged = {"task": "tests.cron.typo", "verb": "pause", "confirmed": "yes"}
+    page = admin_client.post(url, forged, follow=True)
+    assert "X_TASK_UNKNOWN" in page.text
+    assert pg_driver.paused_tasks() == [] and not LogEntry.objects.exists()
+
+
+def test_a_viewer_sees_no_task_buttons_and_a_forged_post_is_refused(
+    client, staff, pg_driver
+):
+    """Without change_queuepause or promote_job: no buttons, forged POSTs 403."""
+    client.force_login(staff)
+    url = reverse(TASKS)
+    page = client.get(url)
+    assert page.status_code == 200 and RETENTION in page.text
+    for button in ("uj-pause", "uj-resume", "uj-run-now"):
+        assert f'class="{button}"' not in page.text
+    for verb in ("pause", "resume", "run", "bogus"):
+        forged = {"task": RETENTION, "verb": verb, "confirmed": "yes"}
+        assert client.post(url, forged).status_code == 403, verb
+    assert paused_tasks() == []
+    assert not Job.objects.exists()
+    assert not LogEntry.objects.exists()
+
+
+def test_run_now_needs_promote_job_not_change_queuepause(client, staff, pg_driver):
+    """A user who may pause queues and tasks may not run a task off schedule."""
+    staff.user_permissions.add(Permission.objects.get(codename="change_queuepause"))
+    client.force_login(staff)
+    url = reverse(TASKS)
+    page = client.get(url)
+    assert 'class="uj-pause"' in page.text
+    assert 'class="uj-run-now"' not in page.text
+    run = {"task": RETENTION, "verb": "run", "confirmed": "yes"}
+    assert client.post(url, run).status_code == 403
+    assert not Job.objects.exists()
+    client.post(url, {"task": RETENTION, "verb": "pause", "confirmed": "yes"})
+    assert paused_tasks() == [RETENTION]

@@ -25,7 +25,7 @@ from .. import operator
 from ..errors import JobsError
 from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
-from . import dashboard, dead_letter, queues, workers
+from . import cron_tasks, dashboard, dead_letter, queues, workers
 from .actions import JobActions, operate_view
 from .filters import NameFilter, QueueFilter, StateFilter, TenantFilter
 from .paging import EstimatedCountPaginator
@@ -40,6 +40,7 @@ _MIN_PREFIX = 4
 _PAGES = {
     "dead-letter": dead_letter,
     "queues": queues,
+    "cron-tasks": cron_tasks,
     "workers": workers,
     "dashboard": dashboard,
 }
@@ -185,7 +186,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     # -- the other pages live under the jobs URLs ---------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        """Dead letters, queues, workers, dashboard and the verb endpoints."""
+        """Dead letters, queues, cron tasks, workers, dashboard, the verbs."""
         wrap = self.admin_site.admin_view
         pages = [
             path(

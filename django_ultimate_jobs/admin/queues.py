@@ -20,7 +20,7 @@ from ..errors import JobsError
 from ..models import QueuePause
 from .audit import confirmation, is_confirmed, log_operator_action, require
 
-__all__ = ["PAUSE_PERMISSION", "view"]
+__all__ = ["PAUSE_PERMISSION", "record_pause", "view"]
 
 PAUSE_PERMISSION = "change_queuepause"
 
@@ -87,12 +87,20 @@ def _pause_or_resume(model_admin: Any, request: HttpRequest) -> HttpResponse:
     except JobsError as error:
         messages.error(request, error.render())
         return HttpResponseRedirect(here)
+    record_pause(request, "queue", queue, verb)
+    return HttpResponseRedirect(here)
+
+
+def record_pause(request: HttpRequest, kind: str, name: str, verb: str) -> None:
+    """Log a pause or resume of ``kind`` (queue, cron task) and say so.
+
+    Both are ``QueuePause`` rows: a pause adds one, a resume deletes it.
+    """
     log_operator_action(
         request,
         QueuePause,
-        [(queue, f"queue {queue}")],
+        [(name, f"{kind} {name}")],
         flag=ADDITION if verb == "pause" else DELETION,
-        message=f"{verb.capitalize()}d queue {queue} (admin)",
+        message=f"{verb.capitalize()}d {kind} {name} (admin)",
     )
-    messages.success(request, f"Queue {queue} {verb}d.")
-    return HttpResponseRedirect(here)
+    messages.success(request, f"{kind.capitalize()} {name} {verb}d.")
