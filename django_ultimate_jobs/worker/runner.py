@@ -26,7 +26,9 @@ import socket
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -60,8 +62,8 @@ CHUNK_BELOW_MS = 1.0
 """Below this mean attempt duration claimed jobs reach the slots in chunks."""
 CHUNK_MIN = 16
 """The smallest chunk: fewer slots woken, as no-op bodies gain nothing from threads."""
-CHUNK_YIELD_MS = 5.0
-"""A job in a chunk that ran longer hands the rest of its chunk back."""
+CHUNK_YIELD_S = 0.005
+"""A job in a chunk that runs longer has the rest of its chunk moved to other slots."""
 
 
 def new_worker_id() -> str:
@@ -100,6 +102,14 @@ class Worker:
         # overlap their settle (claim and ack then run on two connections at
         # once instead of taking turns).
         self._ran: set[UUID] = set()
+        # Per slot: the rest of its chunk, and when its current job started.
+        # The keeper moves a chunk's rest to other slots once the job ahead
+        # of it runs long (see _rebalance_chunks).
+        self._chunk_lock = threading.Lock()
+        self._chunk_rest: list[deque[Attempt]] = [
+            deque() for _ in range(config.concurrency)
+        ]
+        self._chunk_job_started: list[float | None] = [None] * config.concurrency
         self._stuck = 0
         self._wake = threading.Event()
         self._slots: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -276,10 +286,10 @@ class Worker:
                 self._settles.put([self._park_unknown(attempt)])
             else:
                 runnable.append(attempt)
-        # Very short jobs reach the slots in chunks, one per slot: waking a
-        # slot thread costs more than running a no-op job, and a wake per
-        # job was the claim loop's largest cost. A slot hands the rest of
-        # its chunk back as soon as one job proves not to be short.
+        # Very short jobs reach the slots in chunks of at least CHUNK_MIN:
+        # waking a slot thread costs more than running a no-op job, and a
+        # wake per job was the claim loop's largest cost. The keeper moves
+        # a chunk's rest to other slots once one of its jobs proves long.
         size = 1
         if self._mean_ms < CHUNK_BELOW_MS:
             size = max(CHUNK_MIN, -(-len(runnable) // self.config.concurrency))
@@ -348,7 +358,7 @@ class Worker:
 
     def _start_threads(self) -> None:
         for index in range(self.config.concurrency):
-            self._spawn(f"uj-slot-{index}", self._slot_main)
+            self._spawn(f"uj-slot-{index}", partial(self._slot_main, index))
         self._spawn("uj-settler", self._settler_main)
         self._spawn("uj-keeper", self._keeper_main)
 
@@ -357,15 +367,24 @@ class Worker:
         thread.start()
         self._threads.append(thread)
 
-    def _slot_main(self) -> None:
+    def _slot_main(self, index: int) -> None:
         loop: asyncio.AbstractEventLoop | None = None
+        rest = self._chunk_rest[index]
         try:
             while True:
                 chunk = self._slots.get()
                 if chunk is _STOP:
                     return
                 finished: list[Execution] = []
-                for index, attempt in enumerate(chunk):
+                with self._chunk_lock:
+                    rest.extend(chunk)
+                while True:
+                    with self._chunk_lock:
+                        if not rest:
+                            self._chunk_job_started[index] = None
+                            break
+                        attempt = rest.popleft()
+                        self._chunk_job_started[index] = time.monotonic()
                     if attempt.settled:  # handed back by the drain before it started
                         continue
                     if attempt.handle.is_async and loop is None:
@@ -373,11 +392,6 @@ class Worker:
                     execution = self._run_in_slot(attempt, loop)
                     if execution is not None:
                         finished.append(execution)
-                    rest = chunk[index + 1 :]
-                    if rest and attempt.elapsed_ms() > CHUNK_YIELD_MS:
-                        for waiting in rest:
-                            self._slots.put([waiting])
-                        break
                 if finished:
                     # One hand-over per chunk: the settler thread is woken
                     # once, not once per job.
@@ -387,6 +401,21 @@ class Worker:
             if loop is not None:
                 loop.close()
             connections.close_all()
+
+    def _rebalance_chunks(self, now: float) -> None:
+        # A chunk is a bet that its jobs are short. When the job a slot runs
+        # has taken longer than CHUNK_YIELD_S, the rest of its chunk goes
+        # back to the shared queue, one job per item, for the other slots:
+        # a long job delays its chunk-mates by one keeper tick, not its run.
+        moved: list[Attempt] = []
+        with self._chunk_lock:
+            for index, started in enumerate(self._chunk_job_started):
+                rest = self._chunk_rest[index]
+                if rest and started is not None and now - started > CHUNK_YIELD_S:
+                    moved.extend(rest)
+                    rest.clear()
+        for attempt in moved:
+            self._slots.put([attempt])
 
     def _run_in_slot(
         self, attempt: Attempt, loop: asyncio.AbstractEventLoop | None
@@ -488,6 +517,7 @@ class Worker:
                     next_beat = now + self.config.heartbeat_ms / 1000
                     self._maybe_roll_up(now)
                 self._fire_deadlines(now)
+                self._rebalance_chunks(now)
                 self._drain_step(now)
                 self._keeper_stop.wait(min(0.05, max(0.0, next_beat - now)))
         finally:

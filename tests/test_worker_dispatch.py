@@ -1,0 +1,108 @@
+"""How the threaded worker hands claimed jobs to its slots.
+
+A real ``Worker.run()`` in a thread, on PostgreSQL, with committed rows
+(``transactional_db``): slots and the settler use their own connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connections, transaction
+
+from django_ultimate_jobs.drivers import set_driver
+from django_ultimate_jobs.drivers.postgres import PostgresDriver
+from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.worker.config import WorkerConfig
+from django_ultimate_jobs.worker.runner import CHUNK_BELOW_MS, CHUNK_YIELD_S, Worker
+
+pytestmark = pytest.mark.postgres
+
+SLOW_S = 0.4
+
+
+@pytest.fixture
+def live_driver(transactional_db):
+    installed = PostgresDriver()
+    previous = set_driver(installed)
+    yield installed
+    set_driver(previous)
+
+
+def wait_for(condition, timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, message
+        time.sleep(0.01)
+
+
+def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
+    live_driver, declare_jobs
+):
+    """Very short jobs reach a slot in chunks; one slow job must not hold the
+    rest of its chunk back until it ends."""
+    declared = declare_jobs("dispatch", "t.dispatch")
+    started: dict[str, float] = {}
+    slow_ended: list[float] = []
+
+    @declared()
+    def quick(ctx, n: int):
+        started[f"quick-{n}"] = time.monotonic()
+
+    @declared(priority=10)
+    def slow(ctx):
+        # Claimed first (higher priority), so it heads a chunk of quick jobs.
+        started["slow"] = time.monotonic()
+        ctx.cancellation.wait(SLOW_S)
+        slow_ended.append(time.monotonic())
+
+    worker = Worker(
+        WorkerConfig.from_settings(queues=("dispatch",), concurrency=8),
+        driver=live_driver,
+    )
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()  # the claim loop's own connection
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        # Teach the worker that jobs here are very short (mean < 1 ms), so
+        # it starts handing them out in chunks.
+        quick.enqueue_many([{"n": n} for n in range(200)])
+        wait_for(
+            lambda: Job.objects.filter(name=quick.name, state="done").count() == 200,
+            30,
+            "the warm-up jobs never finished",
+        )
+        assert worker._mean_ms < CHUNK_BELOW_MS  # chunks from here on
+        started.clear()
+
+        # One commit: the next claim takes the slow job (priority 10) and the
+        # 63 quick ones together, and the slow job heads the first chunk.
+        with transaction.atomic():
+            slow.enqueue()
+            quick.enqueue_many([{"n": n} for n in range(200, 263)])
+        wait_for(lambda: bool(slow_ended), 30, "the slow job never finished")
+        wait_for(
+            lambda: Job.objects.exclude(state="done").count() == 0,
+            30,
+            "the jobs behind the slow one never finished",
+        )
+    finally:
+        worker.request_stop(deadline_s=5)
+        runner.join(10)
+
+    quick_starts = [at for name, at in started.items() if name != "slow"]
+    assert len(quick_starts) == 63
+    # Every chunk-mate started while the slow body was still running: the
+    # slot handed them back after CHUNK_YIELD_S instead of keeping them.
+    late = [at for at in quick_starts if at >= slow_ended[0]]
+    assert late == [], (
+        f"{len(late)} quick jobs waited for the slow one "
+        f"(moved after {CHUNK_YIELD_S} s)"
+    )
