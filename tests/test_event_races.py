@@ -144,8 +144,12 @@ def test_a_waiter_parked_during_an_open_publish_resumes_soon_after_the_commit(dr
     The worker polls at its defaults (idle ceiling 2 s, 5 s once the wake is
     proven), so a resume inside 1 s comes from the commit wake's NOTIFY.
     """
-    worker = Worker(WorkerConfig.from_settings(queues=(QUEUE,), concurrency=2), driver=driver)
-    listener = WakeListener(on_live=lambda live: setattr(worker.backoff, "wake_live", live))
+    worker = Worker(
+        WorkerConfig.from_settings(queues=(QUEUE,), concurrency=2), driver=driver
+    )
+    listener = WakeListener(
+        on_live=lambda live: setattr(worker.backoff, "wake_live", live)
+    )
     listener.start()
     runner = threading.Thread(target=worker.run, daemon=True)
     runner.start()

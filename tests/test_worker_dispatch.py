@@ -62,6 +62,7 @@ def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
         WorkerConfig.from_settings(queues=("dispatch",), concurrency=8),
         driver=live_driver,
     )
+
     def run() -> None:
         try:
             worker.run()
