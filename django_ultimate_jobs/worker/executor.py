@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field, replace
@@ -78,16 +77,11 @@ class Execution:
         return self.outcome in ("completed", "dead-lettered", "dropped")
 
 
-# One lock for every attempt's settle flag: it is taken once or twice per
-# attempt for a moment, and a lock per attempt cost more than it saved.
-_SETTLEMENT_LOCK = threading.Lock()
-
-
 class Attempt:
     """One claimed job in flight: its token, deadline and the settle flag."""
 
     __slots__ = (
-        "_settled",
+        "_settle_right",
         "abandoned",
         "claimed",
         "claimed_mono",
@@ -112,7 +106,7 @@ class Attempt:
         self.timeout_ms: int | None = None
         self.ctx: JobContext | None = None
         self.abandoned = False
-        self._settled = False
+        self._settle_right = [True]
 
     def start(self) -> None:
         """The body starts now: its duration and its deadline count from here."""
@@ -124,16 +118,19 @@ class Attempt:
 
     def take_settlement(self) -> bool:
         """Claim the right to settle this attempt (only the first caller wins)."""
-        with _SETTLEMENT_LOCK:
-            if self._settled:
-                return False
-            self._settled = True
-            return True
+        # list.pop() is atomic: exactly one caller gets the token. (A lock
+        # per attempt was costly to build, and one shared lock was contended
+        # by every slot thread.)
+        try:
+            self._settle_right.pop()
+        except IndexError:
+            return False
+        return True
 
     @property
     def settled(self) -> bool:
         """Whether someone already took the settlement."""
-        return self._settled
+        return not self._settle_right
 
     def elapsed_ms(self) -> int:
         """Milliseconds since the attempt started."""
