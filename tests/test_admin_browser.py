@@ -85,6 +85,25 @@ def browser():
     driver.quit()
 
 
+def _detached(element):
+    """A wait condition: ``element``'s page has been replaced.
+
+    Selenium's ``staleness_of`` only knows StaleElementReferenceException;
+    mid-navigation Chromium may instead answer "Node with given id does not
+    belong to the document", which is the same fact.
+    """
+    from selenium.common.exceptions import WebDriverException
+
+    def detached(_driver):
+        try:
+            element.is_enabled()
+        except WebDriverException:
+            return True
+        return False
+
+    return detached
+
+
 class Admin:
     """The browser pointed at the live server's admin, with small verbs."""
 
@@ -108,12 +127,11 @@ class Admin:
 
     def click(self, css):
         """Click and wait for the next page to replace this one."""
-        from selenium.webdriver.support import expected_conditions as ec
         from selenium.webdriver.support.ui import WebDriverWait
 
         element = self.find(css)
         element.click()
-        WebDriverWait(self.browser, WAIT_S).until(ec.staleness_of(element))
+        WebDriverWait(self.browser, WAIT_S).until(_detached(element))
 
     def confirm(self):
         self.click("#uj-confirm")
