@@ -387,7 +387,8 @@ class Worker:
                         self._chunk_job_started[index] = time.monotonic()
                     if attempt.settled:  # handed back by the drain before it started
                         continue
-                    if attempt.handle.is_async and loop is None:
+                    handle = attempt.handle  # known: unknown names are parked
+                    if handle is not None and handle.is_async and loop is None:
                         loop = asyncio.new_event_loop()
                     execution = self._run_in_slot(attempt, loop)
                     if execution is not None:
