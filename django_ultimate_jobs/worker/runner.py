@@ -249,6 +249,9 @@ class Worker:
         return max(1, (self._capacity() - self.config.concurrency) * 3 // 4)
 
     def _loop(self) -> None:
+        generic = getattr(self.driver, "use_generic_plans_in_this_thread", None)
+        if generic is not None:
+            generic()  # this thread claims, and does nothing else
         while self.state == "running":
             free = self._free_capacity()
             held = self.held_count()
