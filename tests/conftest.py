@@ -27,6 +27,19 @@ def pg_driver(db, clock):
 
 
 @pytest.fixture
+def committed_pg_driver(transactional_db):
+    """The Postgres driver on the database clock, with committed rows.
+
+    For tests whose other threads or connections must see the rows (real
+    worker threads, racing connections, transaction boundaries).
+    """
+    driver = PostgresDriver()
+    previous = set_driver(driver)
+    yield driver
+    set_driver(previous)
+
+
+@pytest.fixture
 def declare_jobs():
     """Declare jobs inside a test; every one is unregistered afterwards.
 

@@ -14,8 +14,6 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.errors import JobDuplicate
 from django_ultimate_jobs.models import Job
 from tests.jobsapp.jobs import charge
@@ -53,12 +51,9 @@ def racer_count() -> int:
 
 
 @pytest.fixture
-def driver(transactional_db):
-    """The Postgres driver on the database clock, installed for the test."""
-    installed = PostgresDriver()
-    previous = set_driver(installed)
-    yield installed
-    set_driver(previous)
+def driver(committed_pg_driver):
+    """The Postgres driver on the database clock, with committed rows."""
+    return committed_pg_driver
 
 
 def race(count: int, enqueue) -> list[object]:

@@ -27,9 +27,13 @@ from django.test import override_settings
 from django_ultimate_jobs.tasks.compat import SOURCE
 
 if SOURCE is None:
-    pytest.skip(
-        "neither django.tasks nor the django-tasks backport is installed",
-        allow_module_level=True,
+    # A failure, not a skip: the dev extra installs the backport, so a
+    # missing one is a broken set-up, and a skip would pass the backend
+    # untested.
+    pytest.fail(
+        "neither django.tasks (Django 6+) nor the django-tasks backport is "
+        "installed: pip install -e '.[dev]'",
+        pytrace=False,
     )
 
 from django_ultimate_jobs import job, job_enqueued
@@ -54,7 +58,7 @@ from django_ultimate_jobs.tasks.errors import TaskInputInvalid
 from django_ultimate_jobs.tasks.payload import TaskPayload
 from django_ultimate_jobs.tasks.policy import TaskPolicy
 from django_ultimate_jobs.testing import run_jobs
-from tests.support.workers import REPO_ROOT, database_url
+from tests.support.workers import REPO_ROOT, subprocess_env
 from tests.tasksapp import tasks
 
 if SOURCE == "django.tasks":
@@ -657,19 +661,7 @@ print(json.dumps(out))
 def process_env(transactional_db):
     """A subprocess environment on this test's (committed) database."""
     previous = set_driver(None)  # the settings' driver, on the real clock
-    settings_dict = connection.settings_dict
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.acceptance.worker_settings",
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
-        ),
-        "DATABASE_URL": database_url(settings_dict),
-        "ULTIMATE_JOBS_TEST_DB_NAME": str(settings_dict["NAME"]),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("ULTIMATE_JOBS_FAULTS", None)
-    yield env
+    yield subprocess_env(connection.settings_dict)
     set_driver(previous)
 
 

@@ -45,12 +45,9 @@ class BusinessFailure(Exception):
 
 
 @pytest.fixture
-def driver(transactional_db):
-    """The Postgres driver on the database clock, installed for the test."""
-    installed = PostgresDriver()
-    previous = set_driver(installed)
-    yield installed
-    set_driver(previous)
+def driver(committed_pg_driver):
+    """The Postgres driver on the database clock, with committed rows."""
+    return committed_pg_driver
 
 
 @pytest.fixture

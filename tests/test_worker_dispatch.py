@@ -12,34 +12,18 @@ import time
 import pytest
 from django.db import connections, transaction
 
-from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.runner import CHUNK_BELOW_MS, CHUNK_YIELD_S, Worker
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
 SLOW_S = 0.4
 
 
-@pytest.fixture
-def live_driver(transactional_db):
-    installed = PostgresDriver()
-    previous = set_driver(installed)
-    yield installed
-    set_driver(previous)
-
-
-def wait_for(condition, timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, message
-        time.sleep(0.01)
-
-
 def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
-    live_driver, declare_jobs
+    committed_pg_driver, declare_jobs
 ):
     """Very short jobs reach a slot in chunks; one slow job must not hold the
     rest of its chunk back until it ends."""
@@ -60,7 +44,7 @@ def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
 
     worker = Worker(
         WorkerConfig.from_settings(queues=("dispatch",), concurrency=8),
-        driver=live_driver,
+        driver=committed_pg_driver,
     )
 
     def run() -> None:
@@ -75,10 +59,10 @@ def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
         # Teach the worker that jobs here are very short (mean < 1 ms), so
         # it starts handing them out in chunks.
         quick.enqueue_many([{"n": n} for n in range(200)])
-        wait_for(
+        wait_until(
             lambda: Job.objects.filter(name=quick.name, state="done").count() == 200,
             30,
-            "the warm-up jobs never finished",
+            message="the warm-up jobs never finished",
         )
         assert worker._mean_ms < CHUNK_BELOW_MS  # chunks from here on
         started.clear()
@@ -88,11 +72,11 @@ def test_a_slow_job_in_a_chunk_hands_its_chunk_mates_to_other_slots(
         with transaction.atomic():
             slow.enqueue()
             quick.enqueue_many([{"n": n} for n in range(200, 263)])
-        wait_for(lambda: bool(slow_ended), 30, "the slow job never finished")
-        wait_for(
+        wait_until(lambda: bool(slow_ended), 30, message="the slow job never finished")
+        wait_until(
             lambda: Job.objects.exclude(state="done").count() == 0,
             30,
-            "the jobs behind the slow one never finished",
+            message="the jobs behind the slow one never finished",
         )
     finally:
         worker.request_stop(deadline_s=5)

@@ -8,12 +8,10 @@ flushes the tables.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from django.db import connection
 
-from tests.support.workers import REPO_ROOT, WorkerFleet, database_url
+from tests.support.workers import WorkerFleet, subprocess_env
 
 # Lease timings of the crash tests: a lapsed lease comes back in ~2 s.
 VISIBILITY = "2s"
@@ -23,21 +21,11 @@ HEARTBEAT = "500ms"
 @pytest.fixture
 def worker_env(transactional_db) -> dict[str, str]:
     """The environment of a worker subprocess on this test's database."""
-    settings_dict = connection.settings_dict
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.acceptance.worker_settings",
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
-        ),
-        "DATABASE_URL": database_url(settings_dict),
-        "ULTIMATE_JOBS_TEST_DB_NAME": str(settings_dict["NAME"]),
+    return {
+        **subprocess_env(connection.settings_dict),
         "UJ_VISIBILITY": VISIBILITY,
         "UJ_HEARTBEAT": HEARTBEAT,
-        "PYTHONUNBUFFERED": "1",
     }
-    env.pop("ULTIMATE_JOBS_FAULTS", None)
-    return env
 
 
 @pytest.fixture

@@ -21,7 +21,13 @@ import psutil
 
 from .waiting import wait_until
 
-__all__ = ["REPO_ROOT", "WorkerFleet", "WorkerProcess", "database_url"]
+__all__ = [
+    "REPO_ROOT",
+    "WorkerFleet",
+    "WorkerProcess",
+    "database_url",
+    "subprocess_env",
+]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_MODULE = "tests.acceptance.worker_settings"
@@ -40,6 +46,26 @@ def database_url(settings_dict: Mapping[str, object]) -> str:
         # as database_from_url() reads it.
         return f"postgresql://{auth}/{name}?host={quote(host, safe='/')}&port={port}"
     return f"postgresql://{auth}{host}:{port}/{name}"
+
+
+def subprocess_env(settings_dict: Mapping[str, object]) -> dict[str, str]:
+    """The environment of a subprocess on the test database (worker settings).
+
+    The subprocess sees only committed rows: use it from tests on
+    ``transactional_db``.
+    """
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": SETTINGS_MODULE,
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])
+        ),
+        "DATABASE_URL": database_url(settings_dict),
+        "ULTIMATE_JOBS_TEST_DB_NAME": str(settings_dict["NAME"]),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("ULTIMATE_JOBS_FAULTS", None)
+    return env
 
 
 class WorkerProcess:
