@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
@@ -12,6 +14,7 @@ __all__ = [
     "child_env",
     "drop_database",
     "git_head",
+    "hold_bench_lock",
     "recreate_database",
     "setup_django",
     "with_database",
@@ -78,6 +81,25 @@ def _maintenance(url: str, name: str, *, create: bool) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
         if create:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(ident))
+
+
+def hold_bench_lock(url: str, name: str) -> Any:
+    """Serialise runs of one bench on one server: a second run waits here
+    rather than dropping database ``name`` under the first. Keep the answered
+    connection open until exit: the lock is held while it is."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    key = f"django-ultimate-jobs bench {name}"
+    taken = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,))
+    if not taken.fetchone()[0]:
+        print(
+            f"another run holds {name}; waiting for it to finish...",
+            file=sys.stderr,
+            flush=True,
+        )
+        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    return conn
 
 
 def setup_django(bench_url: str) -> None:

@@ -34,12 +34,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    drop_database,
+    recreate_database,
+    with_database,
+)
 
 BENCH_DB = "ultimate_jobs_bench"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -71,32 +74,6 @@ LABELS = {
     "atomic": "(b) enqueue() x N, one atomic()",
     "enqueue_many": "(c) enqueue_many()",
 }
-
-
-def recreate_database(url: str) -> None:
-    """Drop and create the bench database from the server's maintenance database."""
-    import psycopg
-    from psycopg import sql
-
-    admin_url = url
-    if urlsplit(url).path.lstrip("/") == BENCH_DB:
-        admin_url = with_database(url, "postgres")
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-
-
-def drop_database(url: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(with_database(url, "postgres"), autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(BENCH_DB)
-            )
-        )
 
 
 def setup_django(bench_url: str) -> None:
@@ -312,7 +289,7 @@ def main() -> None:
 
     base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     bench_url = with_database(base_url, BENCH_DB)
-    recreate_database(base_url)
+    recreate_database(base_url, BENCH_DB)
     setup_django(bench_url)
 
     import django
@@ -353,7 +330,7 @@ def main() -> None:
         raw.close()
         connections.close_all()
         if not args.keep:
-            drop_database(base_url)
+            drop_database(base_url, BENCH_DB)
 
     print_table(results)
     report = {

@@ -58,9 +58,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
 
-from bench.common import child_env, git_head, with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    child_env,
+    git_head,
+    hold_bench_lock,
+    recreate_database,
+    with_database,
+)
 
 BENCH_DB = "ultimate_jobs_bench_idle"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -82,28 +87,8 @@ TARGETS = {
 }  # statements per minute
 
 
-def hold_bench_lock(base_url: str) -> psycopg.Connection:
-    """Serialise runs of this bench on one server: a second run waits here
-    rather than dropping the database under the first. Held until exit."""
-    conn = psycopg.connect(base_url, autocommit=True)
-    key = f"django-ultimate-jobs bench {BENCH_DB}"
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[
-        0
-    ]:
-        print(
-            f"another run holds {BENCH_DB}; waiting for it to finish...",
-            file=sys.stderr,
-            flush=True,
-        )
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    return conn
-
-
 def recreate_and_migrate(base_url: str, bench_url: str) -> None:
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    recreate_database(base_url, BENCH_DB)
     subprocess.run(
         [sys.executable, "-m", "django", "migrate", "--settings", SETTINGS, "-v", "0"],
         cwd=ROOT,
@@ -324,7 +309,7 @@ def steady_per_minute(row: dict) -> float | None:
 def main() -> None:
     base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
     bench_url = with_database(base_url, BENCH_DB)
-    lock = hold_bench_lock(base_url)  # noqa: F841 (held until exit)
+    lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     recreate_and_migrate(base_url, bench_url)
     counts = Counts(base_url, bench_url)
     print(f"statements counted with {counts.method}", file=sys.stderr)

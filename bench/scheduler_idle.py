@@ -32,9 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
 
-from bench.common import child_env, git_head, with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    child_env,
+    git_head,
+    recreate_database,
+    with_database,
+)
 
 BENCH_DB = "ultimate_jobs_bench_scheduler"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -46,10 +50,7 @@ RESULTS = ROOT / "bench" / "results" / "scheduler_idle.json"
 
 
 def prepare(base_url: str, bench_url: str) -> None:
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
+    recreate_database(base_url, BENCH_DB)
     subprocess.run(
         [sys.executable, "-m", "django", "migrate", "-v", "0"],
         cwd=ROOT,

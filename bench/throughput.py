@@ -54,9 +54,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
 
-from bench.common import child_env, git_head, with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    child_env,
+    git_head,
+    hold_bench_lock,
+    recreate_database,
+    with_database,
+)
 
 BENCH_DB = "ultimate_jobs_bench_tp"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -97,30 +102,6 @@ RAW = "raw psycopg"
 
 
 # -- database ---------------------------------------------------------------
-
-
-def recreate_database(base_url: str) -> None:
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        name = sql.Identifier(BENCH_DB)
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(name))
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(name))
-
-
-def hold_bench_lock(base_url: str) -> psycopg.Connection:
-    """Serialise runs of this bench on one server: a second run waits here
-    rather than dropping the database under the first. Held until exit."""
-    conn = psycopg.connect(base_url, autocommit=True)
-    key = f"django-ultimate-jobs bench {BENCH_DB}"
-    if not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,)).fetchone()[
-        0
-    ]:
-        print(
-            f"another run holds {BENCH_DB}; waiting for it to finish...",
-            file=sys.stderr,
-            flush=True,
-        )
-        conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
-    return conn
 
 
 def setup_django(bench_url: str) -> None:
@@ -569,9 +550,9 @@ def main() -> None:
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
         file=sys.stderr,
     )
-    lock = hold_bench_lock(base_url)  # noqa: F841 (held until exit)
+    lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     commit = git_head()  # the code measured (others may commit during the run)
-    recreate_database(base_url)
+    recreate_database(base_url, BENCH_DB)
     setup_django(bench_url)
     rounds = run_all(bench_url)
     summary = summarize(rounds)
