@@ -129,10 +129,9 @@ class PostgresDriver(PostgresCron):
             # while the explicit prepare=True below still prepares ours.
             raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
         if (
-            self._generic_plan_threads
-            and raw.prepare_threshold == _EXPLICIT_PREPARE_ONLY
+            threading.get_ident() in self._generic_plan_threads
             and raw not in _GENERIC_PLAN_CONNECTIONS
-            and threading.get_ident() in self._generic_plan_threads
+            and raw.prepare_threshold == _EXPLICIT_PREPARE_ONLY
             and not connection.in_atomic_block
         ):
             # See use_generic_plans_in_this_thread(). Checked per call, so a
@@ -530,8 +529,7 @@ class PostgresDriver(PostgresCron):
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue``; answers the paused list after the write."""
-        self._rows("pause_add", {"kind": "queue", "name": queue})
-        return self.paused_queues()
+        return self._pause("queue", queue)
 
     def resume_queue(self, queue: str) -> list[PausedName]:
         """Resume ``queue`` and wake it; answers the paused list after the write."""
@@ -540,9 +538,17 @@ class PostgresDriver(PostgresCron):
 
     def paused_queues(self) -> list[PausedName]:
         """Paused queues sorted by name."""
+        return self._paused("queue")
+
+    def _pause(self, kind: str, name: str) -> list[PausedName]:
+        # Queues and cron tasks pause alike: a QueuePause row of their kind.
+        self._rows("pause_add", {"kind": kind, "name": name})
+        return self._paused(kind)
+
+    def _paused(self, kind: str) -> list[PausedName]:
         return [
             PausedName(name, at)
-            for name, at in self._rows("pause_list", {"kind": "queue"})
+            for name, at in self._rows("pause_list", {"kind": kind})
         ]
 
     def announce_worker(self, worker: WorkerRecord, *, ttl_ms: int) -> None:

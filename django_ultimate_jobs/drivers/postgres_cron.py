@@ -27,6 +27,12 @@ class PostgresCron:
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         raise NotImplementedError  # provided by PostgresDriver
 
+    def _pause(self, kind: str, name: str) -> list[PausedName]:
+        raise NotImplementedError  # provided by PostgresDriver
+
+    def _paused(self, kind: str) -> list[PausedName]:
+        raise NotImplementedError  # provided by PostgresDriver
+
     def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
         """Answer each task's watermark, arming the new ones (one statement)."""
         if not tasks:
@@ -99,8 +105,7 @@ class PostgresCron:
 
     def pause_task(self, task: str) -> list[PausedName]:
         """Pause a cron task; answers the paused tasks after the write."""
-        self._rows("pause_add", {"kind": "task", "name": task})
-        return self.paused_tasks()
+        return self._pause("task", task)
 
     def resume_task(self, task: str) -> list[PausedName]:
         """Resume a cron task; answers the paused tasks after the write."""
@@ -109,10 +114,7 @@ class PostgresCron:
 
     def paused_tasks(self) -> list[PausedName]:
         """Paused tasks sorted by name."""
-        return [
-            PausedName(name, at)
-            for name, at in self._rows("pause_list", {"kind": "task"})
-        ]
+        return self._paused("task")
 
 
 def _dumps(value: Any) -> str:
