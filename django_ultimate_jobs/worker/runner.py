@@ -102,13 +102,14 @@ class Worker:
         # overlap their settle (claim and ack then run on two connections at
         # once instead of taking turns).
         self._ran: set[UUID] = set()
-        # Per slot: the rest of its chunk, and when its current job started.
-        # The keeper moves a chunk's rest to other slots once the job ahead
-        # of it runs long (see _rebalance_chunks).
+        # Per slot: the rest of its chunk, what of it already ran (settled
+        # together at the chunk's end), and when its current job started.
+        # The keeper moves both on once a job runs long (_rebalance_chunks).
         self._chunk_lock = threading.Lock()
         self._chunk_rest: list[deque[Attempt]] = [
             deque() for _ in range(config.concurrency)
         ]
+        self._chunk_ran: list[list[Execution]] = [[] for _ in range(config.concurrency)]
         self._chunk_job_started: list[float | None] = [None] * config.concurrency
         self._stuck = 0
         self._wake = threading.Event()
@@ -378,29 +379,30 @@ class Worker:
                 chunk = self._slots.get()
                 if chunk is _STOP:
                     return
-                finished: list[Execution] = []
                 with self._chunk_lock:
                     rest.extend(chunk)
+                execution: Execution | None = None
                 while True:
                     with self._chunk_lock:
+                        if execution is not None:
+                            self._chunk_ran[index].append(execution)
                         if not rest:
                             self._chunk_job_started[index] = None
+                            finished = self._chunk_ran[index]
+                            self._chunk_ran[index] = []
                             break
                         attempt = rest.popleft()
                         self._chunk_job_started[index] = time.monotonic()
+                    execution = None
                     if attempt.settled:  # handed back by the drain before it started
                         continue
                     handle = attempt.handle  # known: unknown names are parked
                     if handle is not None and handle.is_async and loop is None:
                         loop = asyncio.new_event_loop()
                     execution = self._run_in_slot(attempt, loop)
-                    if execution is not None:
-                        finished.append(execution)
-                if finished:
-                    # One hand-over per chunk: the settler thread is woken
-                    # once, not once per job.
-                    self._mark_ran(finished)
-                    self._settles.put(finished)
+                # One hand-over per chunk: the settler thread is woken once,
+                # not once per job.
+                self._hand_to_settler(finished)
         finally:
             if loop is not None:
                 loop.close()
@@ -409,17 +411,27 @@ class Worker:
     def _rebalance_chunks(self, now: float) -> None:
         # A chunk is a bet that its jobs are short. When the job a slot runs
         # has taken longer than CHUNK_YIELD_S, the rest of its chunk goes
-        # back to the shared queue, one job per item, for the other slots:
-        # a long job delays its chunk-mates by one keeper tick, not its run.
+        # back to the shared queue, one job per item, for the other slots,
+        # and what already ran goes to the settler: a long job delays its
+        # chunk-mates, and their settles, by one keeper tick, not its run.
         moved: list[Attempt] = []
+        ran: list[Execution] = []
         with self._chunk_lock:
             for index, started in enumerate(self._chunk_job_started):
-                rest = self._chunk_rest[index]
-                if rest and started is not None and now - started > CHUNK_YIELD_S:
-                    moved.extend(rest)
-                    rest.clear()
+                if started is None or now - started <= CHUNK_YIELD_S:
+                    continue
+                moved.extend(self._chunk_rest[index])
+                self._chunk_rest[index].clear()
+                ran.extend(self._chunk_ran[index])
+                self._chunk_ran[index] = []
         for attempt in moved:
             self._slots.put([attempt])
+        self._hand_to_settler(ran)
+
+    def _hand_to_settler(self, executions: list[Execution]) -> None:
+        if executions:
+            self._mark_ran(executions)
+            self._settles.put(executions)
 
     def _run_in_slot(
         self, attempt: Attempt, loop: asyncio.AbstractEventLoop | None
