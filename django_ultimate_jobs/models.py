@@ -96,6 +96,12 @@ class Job(models.Model):
     claimed_by = models.TextField(null=True, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     claims = models.IntegerField(db_default=0)
+    started_claim = models.IntegerField(db_default=0)
+    """The claim ordinal whose body is known to have started (0: none).
+
+    Written before the body of a re-taken lapsed lease runs: a lapse charges
+    an attempt only when the lapsed claim is known to have started, so jobs
+    claimed ahead beside one that killed its worker lose nothing."""
     last_error = models.TextField(null=True, blank=True)
     last_error_stack = models.TextField(null=True, blank=True)
     progress = models.JSONField(null=True, blank=True)

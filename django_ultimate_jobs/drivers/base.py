@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_QUEUE",
     "LEASE_LAPSED_FINAL_ATTEMPT",
+    "LEASE_LAPSED_UNSTARTED",
     "MAX_BULK_ROWS",
     "MAX_JOB_PAGE",
     "AckRequest",
@@ -55,6 +56,11 @@ LEASE_LAPSED_FINAL_ATTEMPT = (
 LEASE_LAPSED_RECLAIMED = (
     "X_JOB_LEASE_LOST: the lease lapsed (the worker died or stalled); the job was "
     "claimed again"
+)
+LEASE_LAPSED_UNSTARTED = (
+    "X_JOB_LEASE_LOST: the lease lapsed before this attempt was known to have "
+    "started (its worker died or stalled, maybe running another job); the attempt "
+    "was not counted and the job was claimed again"
 )
 MAX_ERROR_STACK_LENGTH = 8_000
 MAX_BULK_ROWS = 1_000
@@ -157,6 +163,15 @@ class ClaimedJob:
     traceparent: str | None = None
     claimed_at: datetime | None = None
     """The database time of this claim (steps measure time from it)."""
+    retaken: bool = False
+    """A lapsed lease re-taken by this claim."""
+    start_recorded: bool = False
+    """The claim recorded this attempt as started (``ClaimOptions.start_now``)."""
+
+    @property
+    def needs_start_mark(self) -> bool:
+        """A re-taken row whose start must be recorded before its body runs."""
+        return self.retaken and not self.start_recorded
 
     @property
     def identity(self) -> ClaimIdentity:
@@ -176,6 +191,10 @@ class ClaimOptions:
     """Job names whose lease-lapsed burial is ``failed``, not ``dead``."""
     registry_ttl_ms: int | None = None
     """When set, also refresh this worker's registry row (idle workers)."""
+    start_now: int = 0
+    """Record the first this-many rows (claim order) as started: the worker
+    hands them to idle slots at once. A lapse charges an attempt only when
+    its start was recorded, so jobs held ahead lose nothing to a crash."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,6 +376,16 @@ class JobDriver(Protocol):
         self, held: Iterable[tuple[UUID, ClaimIdentity]], *, visibility_ms: int
     ) -> set[UUID]:
         """Extend many leases in one round trip; answers the ids that landed."""
+        ...
+
+    def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
+        """Record that this claim's body starts now; fenced. True if it landed.
+
+        The worker calls it before the body of a re-taken lapsed lease whose
+        start the claim did not record (``ClaimedJob.needs_start_mark``): a
+        later lapse of that claim then charges its attempt, and one that
+        never started is not charged.
+        """
         ...
 
     def record_progress(

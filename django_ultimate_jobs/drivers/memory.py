@@ -15,6 +15,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -35,6 +36,7 @@ from ..wake import wake_hub
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
+    LEASE_LAPSED_UNSTARTED,
     AckRequest,
     BulkResult,
     ClaimedJob,
@@ -196,20 +198,37 @@ class MemoryDriver(MemoryCron):
             picked = heapq.nsmallest(options.limit, candidates, key=JobRow.claim_order)
             claimed: list[ClaimedJob] = []
             buried: list[JobRecord] = []
-            for row in picked:
-                if row.state == JobState.RUNNING and row.attempt >= row.max_attempts:
+            for rank, row in enumerate(picked):
+                retaken = row.state == JobState.RUNNING
+                # A lapse charges its attempt only once that claim is known
+                # to have started (see job_claim in queries.sql).
+                proven = retaken and row.started_claim == row.claims
+                if proven and row.attempt >= row.max_attempts:
                     buried.append(self._bury(row, options.drop_exhausted, now))
                     continue
-                if row.state == JobState.RUNNING:
+                if retaken:
                     # A lapsed lease re-taken: the dead attempt gets its entry.
-                    row.add_history(now, row.claimed_by, LEASE_LAPSED_RECLAIMED)
+                    row.add_history(
+                        now,
+                        row.claimed_by,
+                        LEASE_LAPSED_RECLAIMED if proven else LEASE_LAPSED_UNSTARTED,
+                    )
                 self._jobs.move(row, JobState.RUNNING)
-                row.attempt += 1  # counted at claim: a crash mid-run spends it
+                if proven or not retaken:
+                    row.attempt += 1  # counted at claim: a crash mid-run spends it
                 row.claims += 1
+                if rank < options.start_now:
+                    row.started_claim = row.claims
                 row.claimed_by = options.worker_id
                 row.claimed_at = row.updated_at = now
                 row.visible_at = lease
-                claimed.append(row.claimed())
+                claimed.append(
+                    replace(
+                        row.claimed(),
+                        retaken=retaken,
+                        start_recorded=row.started_claim == row.claims,
+                    )
+                )
             if options.registry_ttl_ms is not None:
                 # An idle worker's registry row rides along with its claim.
                 self._workers.refresh(options.worker_id, now, options.registry_ttl_ms)
@@ -322,6 +341,15 @@ class MemoryDriver(MemoryCron):
                     row.visible_at = lease
                     landed.add(job_id)
         return landed
+
+    def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
+        """Record that this claim's body starts now; fenced. True if it landed."""
+        with self._lock:
+            row = self._jobs.live.get(job_id)
+            if row is None or not row.owned_by(identity.worker_id, identity.claim):
+                return False
+            row.started_claim = row.claims
+            return True
 
     def record_progress(
         self, job_id: UUID, identity: ClaimIdentity, progress: Mapping[str, Any]

@@ -92,6 +92,8 @@ class JobRow:
     traceparent: str | None = None
     attempt: int = 0
     claims: int = 0
+    started_claim: int = 0
+    """The claim whose body is known to have started (``mark_started``)."""
     claimed_by: str | None = None
     claimed_at: datetime | None = None
     visible_at: datetime | None = None

@@ -37,6 +37,7 @@ from ..states import JobState, parse_state
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
+    LEASE_LAPSED_UNSTARTED,
     MAX_ERROR_STACK_LENGTH,
     AckRequest,
     BulkResult,
@@ -288,7 +289,9 @@ class PostgresDriver(PostgresCron):
                 "drop": sorted(options.drop_exhausted),
                 "lapsed_error": LEASE_LAPSED_FINAL_ATTEMPT,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
+                "unstarted_error": LEASE_LAPSED_UNSTARTED,
                 "registry_ttl_ms": options.registry_ttl_ms,
+                "start_now": options.start_now,
             },
         )
         claimed: list[ClaimedJob] = []
@@ -381,6 +384,14 @@ class PostgresDriver(PostgresCron):
             },
         )
         return {row[0] for row in rows}
+
+    def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
+        """Record that this claim's body starts now; fenced. True if it landed."""
+        rows = self._rows(
+            "job_mark_started",
+            {"id": job_id, "worker": identity.worker_id, "claim": identity.claim},
+        )
+        return bool(rows)
 
     def record_progress(
         self, job_id: UUID, identity: ClaimIdentity, progress: Mapping[str, Any]
@@ -718,7 +729,8 @@ def _record(row: Sequence[Any]) -> JobRecord:
 def _claimed(row: Sequence[Any]) -> ClaimedJob:
     # The job_claim projection: id, name, queue, input, idempotency_key,
     # run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
-    # claims, visible_at, enqueued_by, traceparent, claimed_at.
+    # claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
+    # start_recorded.
     visible_at: datetime = row[13]
     return ClaimedJob(
         id=row[0],
@@ -737,4 +749,6 @@ def _claimed(row: Sequence[Any]) -> ClaimedJob:
         enqueued_by=row[14],
         traceparent=row[15],
         claimed_at=row[16],
+        retaken=row[17],
+        start_recorded=row[18],
     )

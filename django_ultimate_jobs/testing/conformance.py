@@ -43,6 +43,8 @@ import pytest
 
 from ..drivers.base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
+    LEASE_LAPSED_RECLAIMED,
+    LEASE_LAPSED_UNSTARTED,
     MAX_ERROR_STACK_LENGTH,
     AckRequest,
     ClaimedJob,
@@ -98,6 +100,7 @@ class Lane:
         drop: frozenset[str] = frozenset(),
         queues: list[str] | None = None,
         registry_ttl_ms: int | None = None,
+        start_now: int = 0,
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -107,6 +110,7 @@ class Lane:
             visibility_ms=visibility_ms,
             drop_exhausted=drop,
             registry_ttl_ms=registry_ttl_ms,
+            start_now=start_now,
         )
         return self.driver.claim(options)
 
@@ -115,6 +119,11 @@ class Lane:
         result = self.claim(worker, limit=1, **options)
         assert len(result.claimed) == 1 and not result.buried, result
         return result.claimed[0]
+
+    def started(self, job: ClaimedJob) -> ClaimedJob:
+        """Record that ``job``'s body starts (as the worker does); answer it."""
+        assert self.driver.mark_started(job.id, job.identity) is True
+        return job
 
     def ack(self, job: ClaimedJob, **fields: Any) -> bool:
         """Ack ``job`` under its own claim identity."""
@@ -202,7 +211,7 @@ class DriverConformance(OperatorConformance):
     def test_a_lapsed_attempt_gets_a_history_entry_when_re_claimed(self, lane, clock):
         """The dead attempt's worker and the lease-lapse error are kept."""
         enqueued = lane.enqueue()
-        lane.claim_one("worker-a")
+        lane.started(lane.claim_one("worker-a"))
         clock.advance(milliseconds=VISIBILITY_MS + 1)
         again = lane.claim_one("worker-b")
         assert lane.ack(again)
@@ -212,7 +221,44 @@ class DriverConformance(OperatorConformance):
             (1, "worker-a"),
             (2, "worker-b"),
         ]
-        assert record.history[0]["error"].startswith("X_JOB_LEASE_LOST")
+        assert record.history[0]["error"] == LEASE_LAPSED_RECLAIMED
+
+    def test_a_claim_records_its_first_rows_as_started(self, lane, clock):
+        """``start_now`` rows (claim order) are charged on a lapse; the rest are not."""
+        first = lane.enqueue(priority=1)
+        held = [lane.enqueue(), lane.enqueue()]
+        result = lane.claim(limit=3, start_now=1)
+        recorded = {job.id: job.start_recorded for job in result.claimed}
+        assert recorded == {first.id: True, held[0].id: False, held[1].id: False}
+        clock.advance(milliseconds=VISIBILITY_MS + 1)
+        again = {job.id: job for job in lane.claim("worker-b", limit=3).claimed}
+        assert again[first.id].attempt == 2
+        assert [again[e.id].attempt for e in held] == [1, 1]
+        assert all(job.retaken and job.needs_start_mark for job in again.values())
+
+    def test_a_lapse_before_the_start_is_known_spends_no_attempt(self, lane, clock):
+        """Jobs claimed ahead of one that killed their worker lose nothing.
+
+        Nothing proves such a claim's body started, so its lapse is not
+        charged and never buries; the re-take must record its start, and
+        from then on a lapse is charged as usual.
+        """
+        enqueued = lane.enqueue(max_attempts=1)
+        first = lane.claim_one("worker-a")
+        assert first.retaken is False
+        clock.advance(milliseconds=VISIBILITY_MS + 1)
+        again = lane.claim_one("worker-b")
+        assert (again.attempt, again.claims, again.retaken) == (1, 2, True)
+        history = lane.row(enqueued.id).history
+        assert [(e["attempt"], e["worker"], e["error"]) for e in history] == [
+            (1, "worker-a", LEASE_LAPSED_UNSTARTED)
+        ]
+        assert lane.driver.mark_started(first.id, first.identity) is False  # fenced
+        lane.started(again)
+        clock.advance(milliseconds=VISIBILITY_MS + 1)
+        result = lane.claim("worker-c")
+        assert result.claimed == [] and _ids(result.buried) == [enqueued.id]
+        assert (result.buried[0].state, result.buried[0].attempt) == (JobState.DEAD, 1)
 
     def test_claimed_once_and_settled_by_ack(self, lane):
         """A row is claimed once, an ack settles it, and nothing stays running."""
@@ -264,7 +310,7 @@ class DriverConformance(OperatorConformance):
     def test_lapsed_lease_reclaimed_by_other_worker(self, lane, clock):
         """A lapsed lease goes to another worker; only its heartbeat lands."""
         enqueued = lane.enqueue()
-        old = lane.claim_one("worker-a")
+        old = lane.started(lane.claim_one("worker-a"))
         clock.advance(milliseconds=VISIBILITY_MS - 1)
         assert lane.claim("worker-b").claimed == []
         clock.advance(milliseconds=1)
@@ -279,7 +325,7 @@ class DriverConformance(OperatorConformance):
         """A lease lapsed on the final attempt is buried dead and reported once."""
         enqueued = lane.enqueue(max_attempts=2)
         lane.nack(lane.claim_one(), error="X_FLAKY: first", stack="Traceback: first")
-        last = lane.claim_one("worker-a")
+        last = lane.started(lane.claim_one("worker-a"))
         clock.advance(milliseconds=VISIBILITY_MS)
         result = lane.claim("worker-b")
         assert result.claimed == [] and _ids(result.buried) == [enqueued.id]
@@ -300,7 +346,7 @@ class DriverConformance(OperatorConformance):
     def test_drop_exhausted_burial_is_failed(self, lane, clock):
         """With drop_exhausted naming the job, the burial is failed, not dead."""
         enqueued = lane.enqueue(max_attempts=1)
-        lane.claim_one()
+        lane.started(lane.claim_one())
         clock.advance(milliseconds=VISIBILITY_MS)
         result = lane.claim(drop=frozenset({lane.job}))
         assert _ids(result.buried) == [enqueued.id]
@@ -623,8 +669,8 @@ class DriverConformance(OperatorConformance):
         dropped = lane.sibling("dropped")
         lane.enqueue(max_attempts=1)
         dropped.enqueue(max_attempts=1)
-        lane.claim_one()
-        dropped.claim_one()
+        lane.started(lane.claim_one())
+        dropped.started(dropped.claim_one())
         clock.advance(milliseconds=VISIBILITY_MS)
         both = [lane.queue, dropped.queue]
         assert len(lane.claim(queues=both, drop=frozenset({dropped.job})).buried) == 2

@@ -7,8 +7,10 @@ by threads and sit in transactions). After each (re)subscription a probe
 ("live") only once that probe comes back, which is how a transaction-pooling
 PgBouncer, that accepts LISTEN and delivers nothing, is detected
 (``jobs.wake.unverified``). Losing the connection re-dials with equal-jitter
-backoff from 1 s to 30 s; every re-dial resets the proof, and the probe's
-empty payload wakes every loop once (catch-up for what was missed).
+backoff from 1 s to 5 s, at once when another role of the process finds the
+database back; every re-dial resets the proof, and the probe's empty payload
+wakes every loop once (catch-up for what was missed). A database that is
+away is reported once by the process (:mod:`.dbrole`), not per re-dial.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import psycopg
 from django.db import connections
 
 from ..wake import wake_hub
+from .dbrole import RoleConnection, is_unavailable
 
 __all__ = ["CHANNEL", "WakeListener", "listen_conninfo"]
 
@@ -32,7 +35,7 @@ logger = logging.getLogger("django_ultimate_jobs")
 CHANNEL = "ultimate_jobs_wake"
 VERIFY_TIMEOUT_S = 5.0
 RETRY_BASE_S = 1.0
-RETRY_MAX_S = 30.0
+RETRY_MAX_S = 5.0
 # Keys Django adds for its own connection handling; psycopg.connect() takes
 # none of them.
 _DJANGO_ONLY = (
@@ -68,11 +71,15 @@ class WakeListener:
         using: str = "default",
         *,
         on_live: Callable[[bool], None] | None = None,
+        role: RoleConnection | None = None,
     ) -> None:
         self.using = using
         self.on_live = on_live
+        self.role = role
+        """Names both connections (``application_name``) and shares the outage."""
         self.live = False
         self._stop = threading.Event()
+        self._redial_now = threading.Event()
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[Any] | None = None
         self._unverified_reported = False
@@ -87,6 +94,7 @@ class WakeListener:
     def stop(self) -> None:
         """Stop listening (idempotent)."""
         self._stop.set()
+        self._redial_now.set()
         conn = self._conn
         if conn is not None:
             try:
@@ -107,27 +115,44 @@ class WakeListener:
     def _main(self) -> None:
         failures = 0
         params = listen_conninfo(self.using)
+        if self.role is not None:
+            self.role.bind()
+            params["application_name"] = self.role.name
+            self.role.outage.on_recovery(self._redial_now.set)
         try:
             while not self._stop.is_set():
                 try:
                     self._session(params)
                     failures = 0
-                except Exception:
+                except Exception as error:
                     if self._stop.is_set():
                         break
                     failures += 1
-                    logger.warning("jobs.wake.listen-failed", exc_info=True)
+                    self._report(error)
                 self._set_live(False)
                 if not self._stop.is_set():
                     cap = min(RETRY_MAX_S, RETRY_BASE_S * 2 ** min(failures, 10))
-                    self._stop.wait(cap / 2 + random.random() * cap / 2)
+                    self._redial_now.wait(cap / 2 + random.random() * cap / 2)
+                    self._redial_now.clear()
         finally:
             connections.close_all()
 
+    def _report(self, error: Exception) -> None:
+        conn = self._conn
+        if self.role is not None and is_unavailable(error, conn):
+            # The process reports the outage once; the listener re-dials.
+            self.role.failing = True
+            self.role.outage.lost(self.role.role, error, last_ok=None)
+            return
+        logger.warning("jobs.wake.listen-failed", exc_info=True)
+
     def _session(self, params: dict[str, Any]) -> None:
+        self._conn = None
         with psycopg.connect(**params, autocommit=True) as conn:
             self._conn = conn
             conn.execute(f"LISTEN {CHANNEL}")
+            if self.role is not None:
+                self.role.ok()
             self._probe()
             probe_sent = time.monotonic()
             while not self._stop.is_set():
@@ -152,9 +177,20 @@ class WakeListener:
 
     def _probe(self) -> None:
         # Through Django's connection, as enqueues notify: proof that a
-        # notification crosses from the pool to this session.
-        try:
-            with connections[self.using].cursor() as cursor:
-                cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
-        except Exception:
-            logger.warning("jobs.wake.probe-failed", exc_info=True)
+        # notification crosses from the pool to this session. That
+        # connection may have died with the one just re-dialled (a restart,
+        # a failover): it is reset and the probe sent once more, or the
+        # wake would stay unproven for the life of the process.
+        last: Exception | None = None
+        for _ in range(2):
+            try:
+                with connections[self.using].cursor() as cursor:
+                    cursor.execute("SELECT pg_notify(%s, '')", [CHANNEL])
+                return
+            except Exception as error:
+                last = error
+                try:
+                    connections[self.using].close()
+                except Exception:  # a dead socket: drop it, reconnect next time
+                    connections[self.using].connection = None
+        logger.warning("jobs.wake.probe-failed", exc_info=last)

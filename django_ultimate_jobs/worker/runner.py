@@ -12,7 +12,10 @@ Threads of one worker process:
 - optionally the LISTEN thread (:mod:`.listener`), which only makes the next
   poll sooner.
 
-Each thread has its own Django connection. :meth:`Worker.tick` runs one
+Each thread has its own Django connection, named for its role and reset
+after a loss (:mod:`.dbrole`): when the database goes away, every role
+reconnects on its next use, on one process-wide backoff, and the settler
+keeps finished work until it can write it. :meth:`Worker.tick` runs one
 claim pass inline in the caller's thread: the test helper uses it.
 """
 
@@ -34,6 +37,7 @@ from uuid import UUID
 
 from django.db import connections
 
+from ..conf import jobs_settings
 from ..context import CancellationToken
 from ..drivers import get_driver
 from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
@@ -44,6 +48,12 @@ from ..signals import job_started
 from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .config import WorkerConfig
+from .dbrole import (
+    DatabaseOutage,
+    RoleConnection,
+    recover,
+    reset_broken_connections,
+)
 from .executor import Attempt, Execution, run_attempt, settle_for
 from .settler import Settler
 
@@ -124,6 +134,11 @@ class Worker:
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
         self._settler = Settler(self.driver, on_done=self._settled)
+        self.outage = DatabaseOutage()
+        """Shared by every role of this process: one backoff, one log line each way."""
+        self._claim_db = self.role("claim")
+        self._settle_db = self.role("settle")
+        self._keep_db = self.role("keep")
         handles = registered_jobs()
         self._drop_names = frozenset(h.name for h in handles if not h.retry.dead_letter)
         capped = sorted(h.name for h in handles if h.concurrency is not None)
@@ -137,6 +152,15 @@ class Worker:
             )
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
+
+    def role(self, name: str) -> RoleConnection:
+        """A database role of this worker process (bind it in its own thread)."""
+        return RoleConnection(
+            name,
+            using=jobs_settings().database,
+            worker_id=self.id,
+            outage=self.outage,
+        )
 
     # -- one pass, inline (tests) ----------------------------------------------
 
@@ -153,6 +177,9 @@ class Worker:
             if attempt.handle is None:
                 executions.append(self._park_unknown(attempt))
                 continue
+            if not self._mark_started(attempt):
+                executions.append(_not_started(attempt))
+                continue
             attempt.start()
             timer = self._deadline_timer(attempt)
             try:
@@ -163,7 +190,12 @@ class Worker:
                     timer.cancel()
             if execution is not None:
                 executions.append(execution)
-        self._settler.settle(executions)
+        try:
+            self._settler.settle(executions)
+        except Exception:
+            logger.exception("jobs.worker.settle-failed")
+            reset_broken_connections()
+            self._settler.give_up(executions)
         return executions
 
     # -- the threaded loop -----------------------------------------------------
@@ -253,24 +285,30 @@ class Worker:
         generic = getattr(self.driver, "use_generic_plans_in_this_thread", None)
         if generic is not None:
             generic()  # this thread claims, and does nothing else
+        self._claim_db.bind()
         while self.state == "running":
             free = self._free_capacity()
             held = self.held_count()
             if free <= 0 or (held > 0 and free < self._worth_claiming()):
-                self._wake.wait(self.config.poll_ms / 1000)
-                self._wake.clear()
+                self._pause(self.config.poll_ms / 1000)
                 continue
+            retry_in = self._claim_db.retry_in()
+            if retry_in > 0:
+                # The database is away: wait for this process's next try.
+                # A settle or a wake cannot make it sooner.
+                self._pause(retry_in)
+                continue
+            limit = min(free, self.config.claim_batch)
             try:
-                claimed, buried = self._claim(min(free, self.config.claim_batch))
-            except Exception:
-                logger.exception(
-                    "jobs.worker.tick-failed", extra={"worker_id": self.id}
-                )
-                # A lost connection stays lost until closed: reconnect on the
-                # next pass (a database restart must not stop the worker).
-                _reset_broken_connections()
-                self._wake.wait(self.config.poll_ms / 1000)
+                claimed, buried = self._claim(limit, start_now=self._idle_heads(limit))
+            except Exception as error:
+                if not self._claim_db.failed(error):
+                    logger.exception(
+                        "jobs.worker.tick-failed", extra={"worker_id": self.id}
+                    )
+                    self._pause(self.config.poll_ms / 1000)
                 continue
+            self._claim_db.ok()
             if buried:
                 self._settler.announce_buried(buried)
             self._dispatch(claimed)
@@ -283,24 +321,61 @@ class Worker:
             self._wake.wait(self.backoff.next_wait())
             self._wake.clear()
 
-    def _dispatch(self, claimed: list[Attempt]) -> None:
-        runnable: list[Attempt] = []
-        for attempt in claimed:
-            if attempt.handle is None:
-                self._settles.put([self._park_unknown(attempt)])
-            else:
-                runnable.append(attempt)
+    def _pause(self, seconds: float) -> None:
+        # Always clear after waiting: a wake left set would turn every later
+        # wait into a spin (the first wave's claim loop retried a failed
+        # claim ~500 times a second once a settle had set it).
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _chunk_size(self, count: int) -> int:
         # Very short jobs reach the slots in chunks of at least CHUNK_MIN:
         # waking a slot thread costs more than running a no-op job, and a
         # wake per job was the claim loop's largest cost. The keeper moves
         # a chunk's rest to other slots once one of its jobs proves long.
-        size = 1
         if self._mean_ms < CHUNK_BELOW_MS:
-            size = max(CHUNK_MIN, -(-len(runnable) // self.config.concurrency))
-        for start in range(0, len(runnable), size):
-            self._slots.put(runnable[start : start + size])
+            return max(CHUNK_MIN, -(-count // self.config.concurrency))
+        return 1
 
-    def _claim(self, limit: int) -> tuple[list[Attempt], list[Any]]:
+    def _idle_heads(self, limit: int) -> int:
+        # How many claimed rows will start at once: slots with nothing to
+        # run (attempts held but not yet run occupy one each, running or
+        # queued), and no more than the chunks a full claim makes. The claim
+        # records those as started; the rest are held ahead, and a crash
+        # before they start costs them no attempt.
+        with self._lock:
+            busy = len(self._held) - len(self._ran) + self._stuck
+        idle = max(0, self.config.concurrency - busy)
+        return min(idle, -(-limit // self._chunk_size(limit)))
+
+    def _dispatch(self, claimed: list[Attempt]) -> None:
+        heads: list[Attempt] = []
+        rest: list[Attempt] = []
+        for attempt in claimed:
+            if attempt.handle is None:
+                self._settles.put([self._park_unknown(attempt)])
+            elif attempt.claimed.start_recorded:
+                heads.append(attempt)
+            else:
+                rest.append(attempt)
+        # The rows the claim recorded as started go first, each at the head
+        # of its own chunk, so idle slots start them at once.
+        size = self._chunk_size(len(heads) + len(rest))
+        if not heads or size == 1:
+            items = [[a] for a in heads]
+            items += [rest[i : i + size] for i in range(0, len(rest), size)]
+        else:
+            share = -(-len(rest) // len(heads))
+            items = [
+                [head, *rest[i * share : (i + 1) * share]]
+                for i, head in enumerate(heads)
+            ]
+        for item in items:
+            self._slots.put(item)
+
+    def _claim(
+        self, limit: int, *, start_now: int = 0
+    ) -> tuple[list[Attempt], list[Any]]:
         registry_ttl = None
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
@@ -313,6 +388,7 @@ class Worker:
                 visibility_ms=self.config.visibility_ms,
                 drop_exhausted=self._drop_names,
                 registry_ttl_ms=registry_ttl,
+                start_now=start_now,
             )
         )
         if result.claimed:
@@ -374,6 +450,8 @@ class Worker:
     def _slot_main(self, index: int) -> None:
         loop: asyncio.AbstractEventLoop | None = None
         rest = self._chunk_rest[index]
+        db = self.role("slot")
+        db.bind()
         try:
             while True:
                 chunk = self._slots.get()
@@ -399,7 +477,7 @@ class Worker:
                     handle = attempt.handle  # known: unknown names are parked
                     if handle is not None and handle.is_async and loop is None:
                         loop = asyncio.new_event_loop()
-                    execution = self._run_in_slot(attempt, loop)
+                    execution = self._run_in_slot(attempt, loop, db)
                 # One hand-over per chunk: the settler thread is woken once,
                 # not once per job.
                 self._hand_to_settler(finished)
@@ -434,8 +512,13 @@ class Worker:
             self._settles.put(executions)
 
     def _run_in_slot(
-        self, attempt: Attempt, loop: asyncio.AbstractEventLoop | None
+        self,
+        attempt: Attempt,
+        loop: asyncio.AbstractEventLoop | None,
+        db: RoleConnection,
     ) -> Execution | None:
+        if not self._mark_started(attempt, db):
+            return _not_started(attempt)
         attempt.start()
         self._send_started(attempt)
         try:
@@ -449,46 +532,118 @@ class Worker:
         if execution is None or execution.error is not None:
             # Only a failed body can have broken its connection; a
             # scan of every connection per job cost ~8% of a no-op.
-            _reset_broken_connections()
+            reset_broken_connections()
         return execution
 
+    def _mark_started(self, attempt: Attempt, db: RoleConnection | None = None) -> bool:
+        # A re-taken lapsed lease records its start before the body runs, so
+        # that a lapse of this claim charges its attempt (see job_claim).
+        # False: the claim is no longer ours, or the mark could not be
+        # written; the body must not run.
+        if not attempt.claimed.needs_start_mark:
+            return True
+        claimed = attempt.claimed
+        try:
+            landed = self.driver.mark_started(claimed.id, claimed.identity)
+        except Exception as error:
+            if not recover(db, error):
+                logger.exception("jobs.worker.mark-started-failed")
+            return False
+        if db is not None:
+            db.ok()
+        return landed
+
     def _settler_main(self) -> None:
+        db = self._settle_db
+        db.bind()
+        pending: list[Execution] = []
+        stop = False
         try:
             while True:
-                first = self._settles.get()
-                if first is _STOP:
-                    return
-                batch: list[Execution] = list(first)
-                stop = False
-                # Gather what finishes within a couple of milliseconds into
-                # one statement: settles add latency to nothing a user waits
-                # on, and one round trip per batch is the throughput.
-                gather_until = time.monotonic() + _SETTLE_GATHER_S
-                while len(batch) < _SETTLE_BATCH:
-                    try:
-                        timeout = gather_until - time.monotonic()
-                        if timeout <= 0 or len(batch) >= self.held_count():
-                            item = self._settles.get_nowait()
-                        else:
-                            item = self._settles.get(timeout=timeout)
-                    except queue.Empty:
-                        break
-                    if item is _STOP:
-                        stop = True
-                        break
-                    batch.extend(item)
-                fault_point(BEFORE_OUTCOME_WRITE)
-                try:
-                    self._settler.settle(batch)
-                except Exception:
-                    logger.exception("jobs.worker.settle-failed")
-                    _reset_broken_connections()
-                    for execution in batch:
-                        self._settled(execution)
-                if stop:
+                batch, stop = self._next_settle_batch(pending, stop)
+                retry_in = db.retry_in()
+                if retry_in > 0:
+                    # The database is away: keep the batch (and gather more)
+                    # until this process's next try.
+                    pending = batch
+                    if not stop:
+                        self._wait_for_settles(pending, retry_in)
+                        continue
+                    if self._may_keep_trying():
+                        time.sleep(min(retry_in, 0.1))
+                        continue
+                pending = (
+                    self._write_settles(batch) if batch and retry_in == 0 else pending
+                )
+                if stop and (not pending or not self._may_keep_trying()):
+                    self._settler.give_up(pending)
                     return
         finally:
             connections.close_all()
+
+    def _next_settle_batch(
+        self, pending: list[Execution], stop: bool
+    ) -> tuple[list[Execution], bool]:
+        # Settles kept from a failed write come first. Gather what finishes
+        # within a couple of milliseconds into one statement: settles add
+        # latency to nothing a user waits on, and one round trip per batch
+        # is the throughput.
+        batch = list(pending)
+        if not batch and not stop:
+            first = self._settles.get()
+            if first is _STOP:
+                return [], True
+            batch.extend(first)
+        gather_until = time.monotonic() + _SETTLE_GATHER_S
+        while not stop and len(batch) < _SETTLE_BATCH:
+            try:
+                timeout = gather_until - time.monotonic()
+                if timeout <= 0 or len(batch) >= self.held_count():
+                    item = self._settles.get_nowait()
+                else:
+                    item = self._settles.get(timeout=timeout)
+            except queue.Empty:
+                break
+            if item is _STOP:
+                stop = True
+                break
+            batch.extend(item)
+        return batch, stop
+
+    def _wait_for_settles(self, pending: list[Execution], seconds: float) -> None:
+        # While the database is away, new settles still arrive; hold them
+        # with the pending ones, and put a stop back for the next round.
+        try:
+            item = self._settles.get(timeout=seconds)
+        except queue.Empty:
+            return
+        if item is _STOP:
+            self._settles.put(_STOP)  # read again by the next gather
+        else:
+            pending.extend(item)
+
+    def _write_settles(self, batch: list[Execution]) -> list[Execution]:
+        """Write ``batch``; answer what must be written again (the database was away)."""
+        fault_point(BEFORE_OUTCOME_WRITE)
+        try:
+            self._settler.settle(batch)
+        except Exception as error:
+            unwritten = [e for e in batch if e.landed is None]
+            if self._settle_db.failed(error):
+                # Kept and written again once the database answers: the
+                # claims are still ours until their leases lapse, and a
+                # settle that then no longer lands is only logged.
+                return unwritten
+            logger.exception("jobs.worker.settle-failed", extra={"count": len(batch)})
+            self._settler.give_up(unwritten)
+            return []
+        self._settle_db.ok()
+        return []
+
+    def _may_keep_trying(self) -> bool:
+        # After the stop, pending settles are retried until the drain
+        # deadline; then they are left to their leases.
+        return self._deadline_at is not None and time.monotonic() < self._deadline_at
 
     def _mark_ran(self, executions: list[Execution]) -> None:
         # Before the settles are queued, so a settle cannot come first and
@@ -525,12 +680,20 @@ class Worker:
 
     def _keeper_main(self) -> None:
         next_beat = time.monotonic()
+        self._keep_db.bind()
         try:
             while not self._keeper_stop.is_set():
                 now = time.monotonic()
-                if now >= next_beat:
+                if now >= next_beat and self._keep_db.retry_in() == 0:
                     self._renew_leases()
-                    next_beat = now + self.config.heartbeat_ms / 1000
+                    # After a failed renewal, the next try comes on the
+                    # process's reconnect schedule, not a heartbeat later:
+                    # leases must be renewed before they lapse.
+                    next_beat = now + (
+                        0.05
+                        if self._keep_db.failing
+                        else self.config.heartbeat_ms / 1000
+                    )
                     self._maybe_roll_up(now)
                 self._fire_deadlines(now)
                 self._rebalance_chunks(now)
@@ -549,22 +712,28 @@ class Worker:
                     [(a.claimed.id, a.claimed.identity) for a in held],
                     visibility_ms=self.config.visibility_ms,
                 )
-            except Exception:
-                logger.warning("jobs.heartbeat.failed", exc_info=True)
-                _reset_broken_connections()
+            except Exception as error:
+                if not self._keep_db.failed(error):
+                    logger.warning("jobs.heartbeat.failed", exc_info=True)
                 landed = None
+            else:
+                self._keep_db.ok()
             now = time.monotonic()
             for attempt in held:
                 if landed is not None and attempt.claimed.id in landed:
                     attempt.renewed = now
                 elif landed is not None or now - attempt.renewed >= visibility_s:
                     self._lose(attempt)
-        self._announce(bool(held))
+        if not self._keep_db.failing:
+            self._announce(bool(held))
 
     def _maybe_roll_up(self, now: float) -> None:
         # Fold counter tiers every 10 minutes, but only after settling work:
         # an idle worker must not spend its statement budget on it.
-        if now - self._rolled_up_at < COUNTER_ROLLUP_INTERVAL_S:
+        if (
+            now - self._rolled_up_at < COUNTER_ROLLUP_INTERVAL_S
+            or self._keep_db.failing
+        ):
             return
         if self.processed == self._processed_at_rollup:
             return
@@ -574,8 +743,9 @@ class Worker:
             return
         try:
             roll_up()
-        except Exception:
-            logger.warning("jobs.worker.rollup-failed", exc_info=True)
+        except Exception as error:
+            if not self._keep_db.failed(error):
+                logger.warning("jobs.worker.rollup-failed", exc_info=True)
 
     def _lose(self, attempt: Attempt) -> None:
         if attempt.settled:
@@ -603,8 +773,9 @@ class Worker:
         try:
             announce(self._record(in_flight), ttl_ms=self.config.visibility_ms)
             self._announced = True
-        except Exception:
-            logger.warning("jobs.worker.announce-failed", exc_info=True)
+        except Exception as error:
+            if not self._keep_db.failed(error):
+                logger.warning("jobs.worker.announce-failed", exc_info=True)
 
     def _record(self, in_flight: list[str]) -> WorkerRecord:
         from django.utils import timezone
@@ -722,6 +893,7 @@ class Worker:
             try:
                 forget(self.id)
             except Exception:
+                reset_broken_connections()
                 logger.warning("jobs.worker.forget-failed", exc_info=True)
         self.state = "stopped"
         logger.info(
@@ -746,6 +918,13 @@ class Worker:
         return timer
 
 
+def _not_started(attempt: Attempt) -> Execution:
+    # Nothing is written: the row stays leased to this claim until its lease
+    # lapses, and that lapse is not charged (its start was never recorded).
+    attempt.take_settlement()
+    return Execution(attempt.claimed, "lost", 0, attempt.handle)
+
+
 def _log_receiver_errors(signal_name: str, answers: list[tuple[Any, Any]]) -> None:
     for receiver, answer in answers:
         if isinstance(answer, Exception):
@@ -754,11 +933,3 @@ def _log_receiver_errors(signal_name: str, answers: list[tuple[Any, Any]]) -> No
                 extra={"signal": signal_name, "receiver": repr(receiver)},
                 exc_info=answer,
             )
-
-
-def _reset_broken_connections() -> None:
-    # A handler whose query failed may leave its thread's connection broken;
-    # close it so the next job reconnects. Healthy connections are kept.
-    for connection in connections.all(initialized_only=True):
-        if connection.errors_occurred:
-            connection.close_if_unusable_or_obsolete()

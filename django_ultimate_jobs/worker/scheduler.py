@@ -37,7 +37,7 @@ from ..crontask import TaskHandle, registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..drivers.cron_base import SCHEDULER_LEASE_KEY, TaskArm, TaskFire
-from .runner import _reset_broken_connections
+from .dbrole import RoleConnection, recover
 
 __all__ = ["Fired", "LeaderLease", "Scheduler", "SchedulerThread"]
 
@@ -75,9 +75,12 @@ class LeaderLease:
         holder: str | None = None,
         ttl_ms: int = LEADER_TTL_MS,
         key: str = SCHEDULER_LEASE_KEY,
+        role: RoleConnection | None = None,
     ) -> None:
         self.driver = driver
         self.clock = clock
+        self.role = role
+        """The scheduler thread's database role (``runjobs``), else ``None``."""
         self.holder = holder or _holder_id()
         self.ttl_ms = ttl_ms
         self.key = key
@@ -99,14 +102,17 @@ class LeaderLease:
             leading = self.driver.leader_acquire(
                 self.key, self.holder, ttl_ms=self.ttl_ms
             )
-        except Exception:
-            logger.warning(
-                "jobs.scheduler.round-failed",
-                extra={"holder": self.holder},
-                exc_info=True,
-            )
-            _reset_broken_connections()
+        except Exception as error:
+            if not recover(self.role, error):
+                logger.warning(
+                    "jobs.scheduler.round-failed",
+                    extra={"holder": self.holder},
+                    exc_info=True,
+                )
             leading = False
+        else:
+            if self.role is not None:
+                self.role.ok()
         if leading and not self.leading:
             logger.info("jobs.scheduler.leading", extra={"holder": self.holder})
         elif self.leading and not leading:
@@ -147,6 +153,7 @@ class Scheduler:
         clock: Clock | None = None,
         holder: str | None = None,
         lease_ttl_ms: int = LEADER_TTL_MS,
+        role: RoleConnection | None = None,
     ) -> None:
         self.driver = driver or get_driver()
         self.clock: Clock = (
@@ -154,7 +161,7 @@ class Scheduler:
         )
         self.tasks = tasks
         self.lease = LeaderLease(
-            self.driver, self.clock, holder=holder, ttl_ms=lease_ttl_ms
+            self.driver, self.clock, holder=holder, ttl_ms=lease_ttl_ms, role=role
         )
         self.known: dict[str, _Known] = {}
         self.fired: list[Fired] = []
@@ -181,9 +188,11 @@ class Scheduler:
                 continue
             try:
                 self._dispatch(handle, known, now)
-            except Exception:
-                logger.exception("jobs.task.round-failed", extra={"task": handle.name})
-                _reset_broken_connections()
+            except Exception as error:
+                if not recover(self.lease.role, error):
+                    logger.exception(
+                        "jobs.task.round-failed", extra={"task": handle.name}
+                    )
                 known.look_again = now + PAUSE_RECHECK
         if any(t.name not in self.known for t in tasks):
             return 0.0  # a task to read again (another node fired it)
@@ -198,11 +207,12 @@ class Scheduler:
         while not stop.is_set():
             try:
                 delay = self.tick()
-            except Exception:
-                logger.exception(
-                    "jobs.scheduler.round-failed", extra={"holder": self.lease.holder}
-                )
-                _reset_broken_connections()
+            except Exception as error:
+                if not recover(self.lease.role, error):
+                    logger.exception(
+                        "jobs.scheduler.round-failed",
+                        extra={"holder": self.lease.holder},
+                    )
                 self.known.clear()
                 delay = ERROR_DELAY_S
             stop.wait(delay)
@@ -319,6 +329,9 @@ class SchedulerThread:
         self._thread.join(timeout)
 
     def _main(self) -> None:
+        role = self.scheduler.lease.role
+        if role is not None:
+            role.bind()
         try:
             self.scheduler.run(self._stop)
         finally:

@@ -4,9 +4,11 @@ Acks of one batch go out as ONE fenced statement (``ack_many``); nacks are
 rarer and go one by one. A settle that does not land means this worker no
 longer owns the row (cancelled, or re-claimed after its lease lapsed): it is
 logged ``jobs.settle.unowned`` and nothing else happens, the ``on_settled``
-hook included. A settle that fails (database down) is logged
-``jobs.worker.settle-failed`` and left to the lease: the row comes back
-after the visibility timeout, never lost.
+hook included. A write that fails raises to the caller, with every execution
+already written announced and the rest left unwritten (``landed is None``):
+the worker keeps those and writes them again once the database answers
+(while their claims are still valid), or gives them up to their leases
+(:meth:`Settler.give_up`).
 """
 
 from __future__ import annotations
@@ -77,36 +79,48 @@ class Settler:
         self.on_done = on_done
 
     def settle(self, executions: Sequence[Execution]) -> None:
-        """Write every settlement of ``executions``, then announce each."""
+        """Write the settlements of ``executions`` not yet written; announce each.
+
+        Raises the database error of a write that failed: what was written
+        before it is announced, the rest keeps ``landed is None``.
+        """
+        todo = [e for e in executions if e.landed is None]
+        try:
+            self._write(todo)
+        finally:
+            for execution in todo:
+                if execution.landed is not None:
+                    self._announce(execution)
+
+    def give_up(self, executions: Sequence[Execution]) -> None:
+        """Announce unwritten settlements as not landed: their leases decide."""
+        unwritten = [e for e in executions if e.landed is None]
+        if unwritten:
+            logger.error(
+                "jobs.settle.abandoned",
+                extra={
+                    "count": len(unwritten),
+                    "fix": "nothing to do: each job runs again once its lease lapses",
+                },
+            )
+        for execution in unwritten:
+            execution.landed = False
+            self._announce(execution)
+
+    def _write(self, executions: Sequence[Execution]) -> None:
+        for execution in executions:
+            if execution.ack is None and execution.nack is None:
+                execution.landed = False  # a lost lease writes nothing
         acks = [e for e in executions if e.ack is not None]
         if acks:
-            try:
-                landed = self.driver.ack_many(
-                    [e.ack for e in acks if e.ack is not None]
-                )
-            except Exception:
-                logger.exception(
-                    "jobs.worker.settle-failed", extra={"count": len(acks)}
-                )
-                landed = [False] * len(acks)
+            landed = self.driver.ack_many([e.ack for e in acks if e.ack is not None])
             for execution, ok in zip(acks, landed, strict=True):
                 execution.landed = ok
         for execution in executions:
             if execution.nack is not None:
-                try:
-                    execution.landed = self.driver.nack(execution.nack)
-                    if execution.landed and execution.wake_step is not None:
-                        self._recheck_wait(execution)
-                except Exception:
-                    logger.exception(
-                        "jobs.worker.settle-failed",
-                        extra={"job_id": str(execution.claimed.id)},
-                    )
-                    execution.landed = False
-            elif execution.ack is None:
-                execution.landed = False  # a lost lease writes nothing
-        for execution in executions:
-            self._announce(execution)
+                execution.landed = self.driver.nack(execution.nack)
+                if execution.landed and execution.wake_step is not None:
+                    self._recheck_wait(execution)
 
     def _recheck_wait(self, execution: Execution) -> None:
         # An event committed between the run's last search and its park was

@@ -169,7 +169,14 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- Claimed rows come back with only what a worker needs (no history, no
 -- error text: each column costs a decode per row); the rare buried rows are
 -- read in full by the driver afterwards. The attempt counts at claim, so a
--- crash mid-run still spends it. The
+-- crash mid-run still spends it; but a lapse charges it only when the lapsed
+-- claim is known to have started (started_claim = claims): a worker killed
+-- by one job also held jobs it claimed ahead, and those must not lose an
+-- attempt to its crash. The first %(start_now)s rows in claim order are
+-- recorded started here (the worker hands them to idle slots at once); the
+-- worker records any other re-taken row's start before its body
+-- (job_mark_started). An unproven lapse keeps its attempt number and is
+-- never buried. The
 -- burial looks only at picked rows that were lapsed (only those can be on
 -- their final attempt while running), so a normal claim pays no second
 -- index probe per row. The
@@ -218,8 +225,9 @@ WITH clock AS MATERIALIZED (
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
 ), picked AS MATERIALIZED (
-    SELECT id, lapsed FROM (SELECT * FROM waiting UNION ALL SELECT * FROM timers
-                    UNION ALL SELECT * FROM lapsed) AS candidates
+    SELECT id, lapsed, priority, run_at
+      FROM (SELECT * FROM waiting UNION ALL SELECT * FROM timers
+            UNION ALL SELECT * FROM lapsed) AS candidates
      ORDER BY priority DESC, run_at, id
      LIMIT %(limit)s
 ), buried AS (
@@ -233,28 +241,42 @@ WITH clock AS MATERIALIZED (
       FROM clock
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed))
        AND j.state = 'running' AND j.attempt >= j.max_attempts
+       AND j.started_claim = j.claims
        -- implied by "lapsed", and it bounds the lease index scan the
        -- planner picks here to the lapsed rows (not every running one)
        AND j.visible_at <= (SELECT now FROM clock)
     RETURNING j.id, j.name, j.state
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
-       SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+       SET state = 'running', claims = j.claims + 1,
+           -- An unproven lapse (see above) re-runs the same attempt.
+           attempt = CASE WHEN j.state = 'running' AND j.started_claim <> j.claims
+                          THEN j.attempt ELSE j.attempt + 1 END,
            -- A lapsed lease re-taken: the dead attempt still gets its entry.
            history = CASE WHEN j.state = 'running'
                           THEN coalesce(j.history, '[]'::jsonb) || jsonb_build_array(
                                jsonb_build_object('attempt', j.attempt, 'worker', j.claimed_by,
-                                                  'at', clock.now, 'error', %(relapsed_error)s::text))
+                                                  'at', clock.now, 'error',
+                                                  CASE WHEN j.started_claim = j.claims
+                                                       THEN %(relapsed_error)s::text
+                                                       ELSE %(unstarted_error)s::text END))
                           ELSE j.history END,
+           started_claim = CASE WHEN j.id = ANY(ARRAY(
+                                    SELECT id FROM picked ORDER BY priority DESC, run_at, id
+                                     LIMIT %(start_now)s))
+                                THEN j.claims + 1 ELSE j.started_claim END,
            claimed_by = %(worker)s, claimed_at = clock.now,
            visible_at = clock.now + %(visibility_ms)s * interval '1 millisecond',
            updated_at = clock.now
       FROM clock
      WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-       AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
+       AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts
+                AND j.started_claim = j.claims)
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
               j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+              j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed)) AS retaken,
+              j.started_claim = j.claims AS start_recorded
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -284,7 +306,7 @@ UNION ALL
 -- it whole afterwards (rare), and the statement stays under psycopg's 4 KB
 -- limit for caching its parsed form.
 SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
   FROM buried b;
 
 
@@ -404,6 +426,17 @@ UPDATE ultimate_jobs_job AS j
  WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = h.id AND j.state = 'running'
    AND (h.worker IS NULL OR j.claimed_by = h.worker)
    AND (h.claim IS NULL OR j.claims = h.claim)
+RETURNING j.id;
+
+
+-- name: job_mark_started
+-- Record that the body of this claim starts now (re-taken rows the claim
+-- did not record, see job_claim), fenced like every write of an attempt. No row: the claim is
+-- no longer ours and the body must not run.
+UPDATE ultimate_jobs_job AS j
+   SET started_claim = j.claims
+ WHERE j.id = %(id)s::uuid AND j.state = 'running'
+   AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
 RETURNING j.id;
 
 

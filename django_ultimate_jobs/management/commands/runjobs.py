@@ -19,8 +19,8 @@ from ...conf import jobs_settings
 from ...errors import JobsError
 from ...worker.config import WorkerConfig
 from ...worker.listener import WakeListener
-from ...worker.runner import Worker
-from ...worker.scheduler import SchedulerThread
+from ...worker.runner import Worker, new_worker_id
+from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
 
 logger = logging.getLogger("django_ultimate_jobs")
@@ -74,7 +74,7 @@ class Command(BaseCommand):
             grace = config.shutdown_deadline_ms / 1000
             # The scheduler runs once per host, in the parent, not per child.
             child = [*argv, "--processes", "1", "--no-scheduler"]
-            with _scheduler(options):
+            with _scheduler(options, None):
                 code = Supervisor(child, processes, grace).run()
             sys.exit(code)
         worker = Worker(config)
@@ -90,7 +90,9 @@ class Command(BaseCommand):
         listener = None
         if config.wake and jobs_settings().driver == "postgres":
             listener = WakeListener(
-                jobs_settings().database, on_live=lambda live: _set_live(worker, live)
+                jobs_settings().database,
+                on_live=lambda live: _set_live(worker, live),
+                role=worker.role("listen"),
             )
             listener.start()
         self.stdout.write(
@@ -98,7 +100,7 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            with _scheduler(options):
+            with _scheduler(options, worker):
                 worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
@@ -124,15 +126,25 @@ class Command(BaseCommand):
 
 
 @contextmanager
-def _scheduler(options: dict[str, Any]) -> Iterator[None]:
+def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
     """Run the cron scheduler thread around the body, unless turned off."""
     from ...crontask import registered_tasks
+    from ...worker.dbrole import DatabaseOutage, RoleConnection
 
     # With no task declared there is nothing to lead: no lease traffic.
     if options["no_scheduler"] or not registered_tasks():
         yield
         return
-    thread = SchedulerThread()
+    if worker is not None:
+        role = worker.role("schedule")
+    else:  # the supervisor's own scheduler: no worker in this process
+        role = RoleConnection(
+            "schedule",
+            using=jobs_settings().database,
+            worker_id=new_worker_id(),
+            outage=DatabaseOutage(),
+        )
+    thread = SchedulerThread(Scheduler(role=role))
     thread.start()
     try:
         yield

@@ -1,0 +1,301 @@
+"""Each worker thread's database connection: named, reset after a loss, paced.
+
+A worker process has several threads that own a connection to the jobs
+database (the claim loop, the settler, the lease keeper, the scheduler, the
+slots; the LISTEN thread has a psycopg connection of its own). Each is
+given a :class:`RoleConnection`:
+
+- :meth:`RoleConnection.bind` names the thread's connection
+  ``uj:<role>:<pid>:<worker>`` (``application_name``), so an operator (and a
+  test) can tell which backend serves which role;
+- :meth:`RoleConnection.failed` is called in every ``except`` that catches
+  a database error: it closes the connection when the error left it
+  unusable, so the next use reconnects (a dead connection kept was the
+  first wave's failure: a settler that never settled again after a
+  failover), and answers whether the database is *unavailable* (lost,
+  restarting, read-only, locked) rather than the statement wrong;
+- while a role is failing, :meth:`RoleConnection.retry_in` paces its next
+  try on one process-wide schedule (:class:`DatabaseOutage`), from 250 ms
+  doubling to 2 s: the whole process makes a few attempts a second at
+  most, however many threads wait;
+- the outage is logged once when it starts (``jobs.db.lost``) and once when
+  the first role gets through again (``jobs.db.recovered``), not per try.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from django.db import connections
+from django.db import utils as db_utils
+
+__all__ = [
+    "UNAVAILABLE_SQLSTATES",
+    "DatabaseOutage",
+    "RoleConnection",
+    "application_name",
+    "is_connection_lost",
+    "recover",
+    "reset_broken_connections",
+]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+FIRST_RETRY_S = 0.25
+MAX_RETRY_S = 2.0
+MAX_APPLICATION_NAME = 63  # NAMEDATALEN - 1: PostgreSQL cuts longer names
+
+UNAVAILABLE_SQLSTATES = frozenset(
+    {
+        "25006",  # read_only_sql_transaction: a standby, or writes switched off
+        "55P03",  # lock_not_available: a table held by a migration or an operator
+        "57014",  # query_canceled: statement_timeout while the table was locked
+        "57P01",  # admin_shutdown: the server is stopping
+        "57P02",  # crash_shutdown
+        "57P03",  # cannot_connect_now: the server is starting or recovering
+        "53300",  # too_many_connections
+        "08000",  # connection_exception and its subclasses below
+        "08001",
+        "08003",
+        "08004",
+        "08006",
+    }
+)
+"""SQLSTATEs that say the database cannot serve now, not that a statement is wrong."""
+
+_CONNECTION_ERRORS = (
+    db_utils.OperationalError,
+    db_utils.InterfaceError,
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+)
+
+
+def application_name(role: str, worker_id: str) -> str:
+    """``uj:<role>:<pid>:<suffix>`` for a worker id ``host:pid:suffix``."""
+    tail = ":".join(worker_id.split(":")[-2:]) or str(os.getpid())
+    return f"uj:{role}:{tail}"[:MAX_APPLICATION_NAME]
+
+
+def _sqlstate(error: BaseException) -> str | None:
+    # Django wraps psycopg's errors; the original is the cause.
+    for candidate in (error, error.__cause__):
+        state = getattr(candidate, "sqlstate", None)
+        if state:
+            return str(state)
+    return None
+
+
+def is_connection_lost(error: BaseException, raw: Any) -> bool:
+    """Whether ``error`` left the connection ``raw`` unusable (or never made one)."""
+    if not isinstance(error, _CONNECTION_ERRORS) and not isinstance(
+        error.__cause__, _CONNECTION_ERRORS
+    ):
+        return False
+    return raw is None or bool(raw.closed) or bool(getattr(raw, "broken", False))
+
+
+def is_unavailable(error: BaseException, raw: Any) -> bool:
+    """Whether the database cannot serve now (lost, restarting, read-only, locked)."""
+    if is_connection_lost(error, raw):
+        return True
+    return _sqlstate(error) in UNAVAILABLE_SQLSTATES
+
+
+class DatabaseOutage:
+    """One process's view of whether the jobs database answers.
+
+    Shared by every role of a worker process: the loss and the recovery are
+    logged once each per outage, and retries of all roles follow one
+    schedule, so a database that is down sees a few attempts a second from
+    this process, not one per thread per poll.
+    """
+
+    def __init__(
+        self, first_retry_s: float = FIRST_RETRY_S, max_retry_s: float = MAX_RETRY_S
+    ) -> None:
+        self.first_retry_s = first_retry_s
+        self.max_retry_s = max_retry_s
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+        self._recovered_at: float | None = None
+        self._next_try = 0.0
+        self._tries = 0
+        self.outages = 0
+        """Outages seen by this process (each logged once)."""
+        self._on_recovery: list[Callable[[], None]] = []
+
+    def on_recovery(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (from the recovering thread) when an outage ends."""
+        self._on_recovery.append(callback)
+
+    @property
+    def down(self) -> bool:
+        """Whether the database is known not to answer right now."""
+        return self._down_since is not None
+
+    def lost(self, role: str, error: BaseException, *, last_ok: float | None) -> None:
+        """A role could not reach the database (or it refused to serve)."""
+        now = time.monotonic()
+        with self._lock:
+            if self._down_since is not None:
+                logger.debug("jobs.db.lost", extra={"role": role, "error": str(error)})
+                return
+            if (
+                last_ok is not None
+                and self._recovered_at is not None
+                and last_ok < self._recovered_at
+            ):
+                # This role's connection died in the outage that just ended
+                # and this is its first use since: an echo, not a new outage.
+                # It reconnects at once; a failure then is a new outage.
+                logger.debug(
+                    "jobs.db.stale-connection",
+                    extra={"role": role, "error": str(error)},
+                )
+                return
+            self._down_since = now
+            self._tries = 0
+            self._next_try = now + self.first_retry_s
+            self.outages += 1
+        logger.warning(
+            "jobs.db.lost",
+            extra={
+                "role": role,
+                "error": _first_line(error),
+                "fix": "nothing to do: every role reconnects with backoff; finished "
+                "work is kept and settled when the database answers",
+            },
+        )
+
+    def retry_in(self) -> float:
+        """Seconds until the next try is due; 0 takes the try (and books the next)."""
+        with self._lock:
+            if self._down_since is None:
+                return 0.0
+            now = time.monotonic()
+            if now < self._next_try:
+                return self._next_try - now
+            self._tries += 1
+            wait = min(self.max_retry_s, self.first_retry_s * 2**self._tries)
+            # Equal jitter: several processes restarted together spread out.
+            self._next_try = now + wait / 2 + random.random() * wait / 2
+            return 0.0
+
+    def recovered(self, role: str) -> None:
+        """A role got through: the outage (if any) is over."""
+        with self._lock:
+            if self._down_since is None:
+                return
+            now = time.monotonic()
+            outage_s = now - self._down_since
+            self._down_since = None
+            self._recovered_at = now
+            tries = self._tries
+        logger.warning(
+            "jobs.db.recovered",
+            extra={"role": role, "outage_s": round(outage_s, 3), "tries": tries},
+        )
+        for callback in self._on_recovery:
+            callback()
+
+
+class RoleConnection:
+    """One thread's connection to the jobs database, for one role.
+
+    Not thread-safe by design: each role object is used by the thread that
+    owns it (Django's connections are per thread).
+    """
+
+    def __init__(
+        self, role: str, *, using: str, worker_id: str, outage: DatabaseOutage
+    ) -> None:
+        self.role = role
+        self.using = using
+        self.name = application_name(role, worker_id)
+        self.outage = outage
+        self.failing = False
+        self._last_ok: float | None = None
+
+    def bind(self) -> None:
+        """Name this thread's connection for the role (call in the owning thread)."""
+        connection = connections[self.using]
+        settings = dict(connection.settings_dict)
+        options = dict(settings.get("OPTIONS") or {})
+        own = options.get("application_name")
+        name = f"{own}/{self.name}" if own else self.name
+        options["application_name"] = name[:MAX_APPLICATION_NAME]
+        settings["OPTIONS"] = options
+        # A copy per thread: the dict is shared by every thread's wrapper.
+        connection.settings_dict = settings
+        if connection.connection is not None:
+            connection.close()  # reconnect under the new name
+
+    def failed(self, error: BaseException) -> bool:
+        """Leave the connection usable after ``error``; True if the database is away.
+
+        Call in every ``except`` that catches an error of a database call.
+        A lost connection is closed (the next use reconnects); a healthy one
+        with errors is checked and kept. False means the statement failed on
+        its own: the caller logs it as before.
+        """
+        connection = connections[self.using]
+        raw = connection.connection
+        unavailable = is_unavailable(error, raw)
+        try:
+            if is_connection_lost(error, raw):
+                connection.close()
+            else:
+                connection.close_if_unusable_or_obsolete()
+        except Exception:  # closing a dead socket may fail too: drop it
+            connection.connection = None
+            logger.debug("jobs.db.close-failed", exc_info=True)
+        if unavailable:
+            self.failing = True
+            self.outage.lost(self.role, error, last_ok=self._last_ok)
+        return unavailable
+
+    def retry_in(self) -> float:
+        """Seconds to wait before this role's next database call (0: go)."""
+        return self.outage.retry_in() if self.failing else 0.0
+
+    def ok(self) -> None:
+        """A database call of this role succeeded."""
+        self._last_ok = time.monotonic()
+        if self.failing:
+            self.failing = False
+            self.outage.recovered(self.role)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def reset_broken_connections() -> None:
+    """Close this thread's connections that an error left unusable; keep the rest."""
+    for connection in connections.all(initialized_only=True):
+        if connection.errors_occurred:
+            try:
+                connection.close_if_unusable_or_obsolete()
+            except Exception:  # a dead socket: drop it, reconnect next time
+                connection.connection = None
+
+
+def recover(role: RoleConnection | None, error: BaseException) -> bool:
+    """After a database error: :meth:`RoleConnection.failed`, or a plain reset.
+
+    Code that runs both inside a worker role and outside one (the test
+    helpers, the operator) calls this; True means the database is away.
+    """
+    if role is not None:
+        return role.failed(error)
+    reset_broken_connections()
+    return False
