@@ -19,7 +19,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db import IntegrityError, connections, transaction
+from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from ..clock import Clock, system_clock
 from ..errors import (
@@ -140,16 +140,26 @@ class PostgresDriver(PostgresCron):
             # the SET is not rolled back with one.
             raw.execute("SET plan_cache_mode = force_generic_plan")
             _GENERIC_PLAN_CONNECTIONS.add(raw)
-        with connection.wrap_database_errors:
-            with psycopg.Cursor(raw) as cursor:
-                cursor.execute(
-                    query(name),
-                    {"now": self.clock.sql_now(), **params},
-                    prepare=self.prepare and prepare,
-                )
-                if cursor.description is None:
-                    return []
-                return cursor.fetchall()
+        try:
+            with connection.wrap_database_errors:
+                with psycopg.Cursor(raw) as cursor:
+                    cursor.execute(
+                        query(name),
+                        {"now": self.clock.sql_now(), **params},
+                        prepare=self.prepare and prepare,
+                    )
+                    if cursor.description is None:
+                        return []
+                    return cursor.fetchall()
+        except DatabaseError as error:
+            if isinstance(error.__cause__, psycopg.errors.ReadOnlySqlTransaction):
+                raise DriverUnavailable(
+                    "the jobs database refuses writes (a read-only standby, or "
+                    "default_transaction_read_only is on); nothing was written",
+                    fix="point ULTIMATE_JOBS['DATABASE'] at the primary, or turn "
+                    "default_transaction_read_only off",
+                ) from error
+            raise
 
     # -- enqueue -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -41,9 +42,11 @@ __all__ = [
     "DatabaseOutage",
     "RoleConnection",
     "application_name",
+    "drop_dead_connections",
     "is_connection_lost",
     "recover",
     "reset_broken_connections",
+    "sqlstate",
 ]
 
 logger = logging.getLogger("django_ultimate_jobs")
@@ -84,12 +87,16 @@ def application_name(role: str, worker_id: str) -> str:
     return f"uj:{role}:{tail}"[:MAX_APPLICATION_NAME]
 
 
-def _sqlstate(error: BaseException) -> str | None:
-    # Django wraps psycopg's errors; the original is the cause.
-    for candidate in (error, error.__cause__):
+def sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of ``error`` or of what it wraps (Django, our coded errors)."""
+    candidate: BaseException | None = error
+    for _ in range(4):  # ours -> Django's -> psycopg's
+        if candidate is None:
+            return None
         state = getattr(candidate, "sqlstate", None)
         if state:
             return str(state)
+        candidate = candidate.__cause__
     return None
 
 
@@ -106,7 +113,7 @@ def is_unavailable(error: BaseException, raw: Any) -> bool:
     """Whether the database cannot serve now (lost, restarting, read-only, locked)."""
     if is_connection_lost(error, raw):
         return True
-    return _sqlstate(error) in UNAVAILABLE_SQLSTATES
+    return sqlstate(error) in UNAVAILABLE_SQLSTATES
 
 
 class DatabaseOutage:
@@ -250,7 +257,9 @@ class RoleConnection:
         raw = connection.connection
         unavailable = is_unavailable(error, raw)
         try:
-            if is_connection_lost(error, raw):
+            if unavailable:
+                # Lost, or a session that cannot serve (read-only, shutting
+                # down): a new session picks up what changed on the server.
                 connection.close()
             else:
                 connection.close_if_unusable_or_obsolete()
@@ -261,6 +270,15 @@ class RoleConnection:
             self.failing = True
             self.outage.lost(self.role, error, last_ok=self._last_ok)
         return unavailable
+
+    def refresh(self) -> None:
+        """Before a call: reconnect now if the server closed this connection.
+
+        No round trip unless the server has said something (see
+        :func:`drop_dead_connections`): a terminated backend is replaced
+        before the call instead of failing it.
+        """
+        _drop_if_dead(connections[self.using])
 
     def retry_in(self) -> float:
         """Seconds to wait before this role's next database call (0: go)."""
@@ -299,3 +317,39 @@ def recover(role: RoleConnection | None, error: BaseException) -> bool:
         return role.failed(error)
     reset_broken_connections()
     return False
+
+
+def drop_dead_connections() -> None:
+    """Close this thread's idle connections whose server end has gone away.
+
+    A backend that was terminated (a restart, a failover, an idle-connection
+    reaper) leaves its goodbye unread on the socket: ``poll()`` sees the
+    socket readable without a round trip. Only such connections are probed
+    (``SELECT 1``) and closed when dead, so the next job reconnects instead
+    of failing its first query. Called by the slots before every body.
+    """
+    for connection in connections.all(initialized_only=True):
+        _drop_if_dead(connection)
+
+
+def _drop_if_dead(connection: Any) -> None:
+    raw = connection.connection
+    if raw is None or connection.in_atomic_block:
+        return
+    try:
+        if raw.closed or getattr(raw, "broken", False):
+            connection.close()
+            return
+        poller = select.poll()
+        poller.register(raw.fileno(), select.POLLIN)
+        if not poller.poll(0):
+            return  # nothing unread: the usual case, no round trip
+        usable = connection.is_usable()
+    except Exception:  # the socket itself is gone
+        usable = False
+    if not usable:
+        logger.debug("jobs.db.stale-connection", extra={"alias": connection.alias})
+        try:
+            connection.close()
+        except Exception:
+            connection.connection = None

@@ -51,6 +51,7 @@ from .config import WorkerConfig
 from .dbrole import (
     DatabaseOutage,
     RoleConnection,
+    drop_dead_connections,
     recover,
     reset_broken_connections,
 )
@@ -299,6 +300,7 @@ class Worker:
                 self._pause(retry_in)
                 continue
             limit = min(free, self.config.claim_batch)
+            self._claim_db.refresh()
             try:
                 claimed, buried = self._claim(limit, start_now=self._idle_heads(limit))
             except Exception as error:
@@ -457,6 +459,11 @@ class Worker:
                 chunk = self._slots.get()
                 if chunk is _STOP:
                     return
+                # A connection whose backend was terminated while the slot
+                # waited is replaced now, not found dead by a body's first
+                # query (once per chunk: no round trip unless the server
+                # closed it).
+                drop_dead_connections()
                 with self._chunk_lock:
                     rest.extend(chunk)
                 execution: Execution | None = None
@@ -625,6 +632,7 @@ class Worker:
     def _write_settles(self, batch: list[Execution]) -> list[Execution]:
         """Write ``batch``; answer what must be written again (the database was away)."""
         fault_point(BEFORE_OUTCOME_WRITE)
+        self._settle_db.refresh()
         try:
             self._settler.settle(batch)
         except Exception as error:
@@ -707,6 +715,7 @@ class Worker:
             held = [a for a in self._held.values() if not a.settled]
         visibility_s = self.config.visibility_ms / 1000
         if held:
+            self._keep_db.refresh()
             try:
                 landed = self.driver.heartbeat_many(
                     [(a.claimed.id, a.claimed.identity) for a in held],

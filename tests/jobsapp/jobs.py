@@ -153,3 +153,20 @@ if os.environ.get("UJ_CRON_TASK"):
     from django_ultimate_jobs import task
 
     task(name="tests.cron.hourly", cron="@hourly", tz="Europe/Paris", job=noop)
+
+
+# -- a poison job and its healthy neighbours (reliability round) ---------------
+
+
+@job(name="tests.poison", retry=Retry(attempts=3, delay="100ms"))
+def poison(ctx):
+    """Kill the worker process from inside the body (a segfault, an OOM kill)."""
+    os._exit(137)
+
+
+@job(name="tests.steady", retry=Retry(attempts=3, delay="100ms"))
+def steady(ctx, *, sleep_ms: int = 100):
+    """Record a run, then take ``sleep_ms`` (cooperatively)."""
+    _record(ctx, "run")
+    ctx.cancellation.wait(sleep_ms / 1000)
+    ctx.cancellation.raise_if_cancelled()

@@ -1,0 +1,196 @@
+"""A worker loses its database connection, and keeps settling (issue 11).
+
+Each thread role of ``runjobs`` names its connection ``uj:<role>:...``; a
+test terminates exactly one role's backend mid-run, the way a failover or an
+idle-connection reaper does, and judges by the job table: every job enqueued
+afterwards ends ``done`` at attempt 1 under its first claim (no rerun), the
+wake-up is still proven, and the loss is logged at most once each way.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection
+
+from django_ultimate_jobs.errors import DriverUnavailable
+from django_ultimate_jobs.models import Job
+from tests.jobsapp.jobs import effect, poison, steady
+from tests.support.backends import terminate_backends, wait_for_backends
+from tests.support.waiting import wait_until
+from tests.support.workers import database_url
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
+
+PICKUP_S = 30.0
+ROLES = ["claim", "settle", "keep", "listen", "schedule", "slot"]
+
+
+def _all_done(ids: list) -> bool:
+    return Job.objects.filter(id__in=ids, state="done").count() == len(ids)
+
+
+def _wait_done(ids: list, fleet, timeout: float = PICKUP_S) -> None:
+    def done() -> bool:
+        return _all_done(ids)
+
+    done.__name__ = f"{len(ids)}_jobs_done"
+    wait_until(
+        done,
+        timeout,
+        message=lambda: _states(ids) + "\n" + fleet.logs(),
+    )
+
+
+def _states(ids: list) -> str:
+    rows = Job.objects.filter(id__in=ids).values_list("state", "attempt", "claims")
+    counts: dict[tuple, int] = {}
+    for row in rows:
+        counts[row] = counts.get(row, 0) + 1
+    return f"(state, attempt, claims) counts: {counts}"
+
+
+def _server() -> tuple[str, str]:
+    settings = connection.settings_dict
+    return database_url(settings), str(settings["NAME"])
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
+    fleet, role
+):
+    url, database = _server()
+    worker = fleet.start(
+        "--concurrency",
+        "2",
+        env={"UJ_CRON_TASK": "1", "UJ_POLL": "", "UJ_IDLE_POLL_MAX": ""},
+    )
+    worker.wait_for_output("jobs.wake.live", PICKUP_S)
+    before = [effect.enqueue(tag=f"before-{i}").id for i in range(20)]
+    _wait_done(before, fleet)
+    wait_for_backends(url, f"uj:{role}:%", database=database)
+
+    killed = terminate_backends(url, f"uj:{role}:%", database=database)
+    assert killed, f"no backend of role {role}"
+    after = [effect.enqueue(tag=f"after-{i}").id for i in range(40)]
+    _wait_done(after, fleet)
+
+    rows = Job.objects.filter(id__in=after)
+    assert sorted({(r.state, r.attempt, r.claims) for r in rows}) == [("done", 1, 1)]
+    # The wake-up is proven again after a loss (listen re-dials and probes).
+    if role == "listen":
+        wait_until(
+            lambda: worker.output().count("jobs.wake.live") >= 2,
+            PICKUP_S,
+            message=worker.tail,
+        )
+    log = worker.output()
+    assert "jobs.wake.unverified" not in log
+    assert "settle-failed" not in log and "tick-failed" not in log
+    assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
+    assert worker.alive()
+
+
+def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
+    """A body that kills its process spends its own attempts, nobody else's.
+
+    Healthy jobs claimed ahead in the poison's batch lapse with it; their
+    lapse is not charged (their start was never recorded). Jobs running in
+    another slot of the killed process did start: their lapse is charged and
+    recorded as such in their history, and they finish on a later attempt.
+    """
+    bad = poison.enqueue().id
+    healthy = [steady.enqueue(sleep_ms=100).id for _ in range(100)]
+    fleet.start("--processes", "2", "--concurrency", "4", env={"UJ_CLAIM_BATCH": "16"})
+    _wait_done(healthy, fleet, timeout=120)
+    wait_until(
+        lambda: Job.objects.get(id=bad).state == "dead",
+        60,
+        message=lambda: f"{Job.objects.get(id=bad).state}\n" + fleet.logs(),
+    )
+
+    assert Job.objects.get(id=bad).attempt == 3
+    charged_lapses = 0
+    for row in Job.objects.filter(id__in=healthy):
+        lapses = [
+            e for e in row.history or [] if e.get("error", "").startswith("X_JOB")
+        ]
+        charged = [e for e in lapses if "not counted" not in e["error"]]
+        charged_lapses += len(charged)
+        # Attempts spent: this job's own charged lapses, plus the run that finished.
+        assert row.attempt == 1 + len(charged), row.history
+    # Each of the poison's 3 crashes could interrupt at most the 3 other slots.
+    assert charged_lapses <= 3 * 3
+
+
+def test_a_read_only_database_refuses_enqueue_with_a_code_and_workers_wait(fleet):
+    _, database = _server()
+    ids = [effect.enqueue(tag=f"ro-{i}").id for i in range(10)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'ALTER DATABASE "{database}" SET default_transaction_read_only = on'
+        )
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SET default_transaction_read_only = on")
+        with pytest.raises(DriverUnavailable) as refused:
+            effect.enqueue(tag="refused")
+        assert refused.value.code == "X_DRIVER_UNAVAILABLE"
+        with connection.cursor() as cursor:
+            cursor.execute("SET default_transaction_read_only = off")
+        assert not Job.objects.filter(input__tag="refused").exists()
+
+        worker = fleet.start("--concurrency", "2")
+        worker.wait_for_output("jobs.db.lost", PICKUP_S)
+        started = time.monotonic()
+        lines_before = len(worker.output().splitlines())
+        wait_until(lambda: time.monotonic() - started > 3, 10)  # the outage lasts
+        assert Job.objects.filter(id__in=ids, state="ready").count() == len(ids)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'ALTER DATABASE "{database}" RESET default_transaction_read_only'
+            )
+    _wait_done(ids, fleet)
+    # Backed off, not spinning: a few lines for 3 s of refusals, not hundreds.
+    assert len(worker.output().splitlines()) - lines_before <= 10, worker.tail()
+    rows = Job.objects.filter(id__in=ids)
+    assert sorted({(r.attempt, r.claims) for r in rows}) == [(1, 1)]
+
+
+def test_a_table_locked_for_ten_seconds_delays_enqueue_and_claims_then_all_finish(
+    fleet,
+):
+    import psycopg
+
+    url, _ = _server()
+    ids = [effect.enqueue(tag=f"lock-{i}").id for i in range(10)]
+    worker = fleet.start("--concurrency", "2")
+    _wait_done(ids, fleet)
+    locked = threading.Event()
+    release = threading.Event()
+
+    def hold_the_lock() -> None:
+        with psycopg.connect(url) as conn:
+            conn.execute("LOCK TABLE ultimate_jobs_job IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            release.wait(10)  # fault: a migration holding the table for 10 s
+            conn.rollback()
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        started = time.monotonic()
+        later = [effect.enqueue(tag=f"locked-{i}").id for i in range(10)]
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join(15)
+    assert waited >= 5, "the enqueue waited for the lock, then succeeded"
+    _wait_done(later, fleet)
+    rows = Job.objects.filter(id__in=later)
+    assert sorted({(r.attempt, r.claims) for r in rows}) == [(1, 1)]
+    assert worker.alive()
