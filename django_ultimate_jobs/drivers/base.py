@@ -192,9 +192,10 @@ class ClaimOptions:
     registry_ttl_ms: int | None = None
     """When set, also refresh this worker's registry row (idle workers)."""
     start_now: int = 0
-    """Record the first this-many rows (claim order) as started: the worker
-    hands them to idle slots at once. A lapse charges an attempt only when
-    its start was recorded, so jobs held ahead lose nothing to a crash."""
+    """Record the first this-many rows (claim order, lapsed ones excepted) as
+    started: the worker hands them to idle slots at once. A lapse charges an
+    attempt only when its start was recorded, so jobs held ahead lose
+    nothing to a crash."""
 
 
 @dataclass(frozen=True, slots=True)

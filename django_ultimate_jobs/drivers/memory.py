@@ -198,7 +198,8 @@ class MemoryDriver(MemoryCron):
             picked = heapq.nsmallest(options.limit, candidates, key=JobRow.claim_order)
             claimed: list[ClaimedJob] = []
             buried: list[JobRecord] = []
-            for rank, row in enumerate(picked):
+            heads = 0
+            for row in picked:
                 retaken = row.state == JobState.RUNNING
                 # A lapse charges its attempt only once that claim is known
                 # to have started (see job_claim in queries.sql).
@@ -217,7 +218,8 @@ class MemoryDriver(MemoryCron):
                 if proven or not retaken:
                     row.attempt += 1  # counted at claim: a crash mid-run spends it
                 row.claims += 1
-                if rank < options.start_now:
+                if not retaken and heads < options.start_now:
+                    heads += 1
                     row.started_claim = row.claims
                 row.claimed_by = options.worker_id
                 row.claimed_at = row.updated_at = now

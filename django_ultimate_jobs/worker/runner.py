@@ -123,6 +123,7 @@ class Worker:
         self._chunk_ran: list[list[Execution]] = [[] for _ in range(config.concurrency)]
         self._chunk_job_started: list[float | None] = [None] * config.concurrency
         self._stuck = 0
+        self._suspects = _OneAtATime()
         self._wake = threading.Event()
         self._slots: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._settles: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -519,6 +520,25 @@ class Worker:
             self._settles.put(executions)
 
     def _run_in_slot(
+        self,
+        attempt: Attempt,
+        loop: asyncio.AbstractEventLoop | None,
+        db: RoleConnection,
+    ) -> Execution | None:
+        if not attempt.claimed.retaken:
+            return self._run_body(attempt, loop, db)
+        # A re-taken job may be the one that killed its last worker: it runs
+        # while no other re-taken job runs in this process, so a poison job
+        # and the jobs that ran beside it when it struck are never run side
+        # by side again (each would be charged for the poison's next crash).
+        if not self._suspects.enter(attempt):
+            return None  # handed back by the drain while it waited
+        try:
+            return self._run_body(attempt, loop, db)
+        finally:
+            self._suspects.leave(attempt)
+
+    def _run_body(
         self,
         attempt: Attempt,
         loop: asyncio.AbstractEventLoop | None,
@@ -925,6 +945,35 @@ class Worker:
         timer.daemon = True
         timer.start()
         return timer
+
+
+class _OneAtATime:
+    """Lets one re-taken attempt run at a time (or after one that was abandoned)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running: Attempt | None = None
+
+    def enter(self, attempt: Attempt) -> bool:
+        """Wait for the turn of ``attempt``; False if it was settled meanwhile."""
+        with self._changed:
+            # A body abandoned past its deadline has been settled: it no
+            # longer holds the turn, or one hung job would block them all.
+            while self._running is not None and not self._running.settled:
+                if attempt.settled:
+                    return False
+                self._changed.wait(0.1)
+            if attempt.settled:
+                return False
+            self._running = attempt
+            return True
+
+    def leave(self, attempt: Attempt) -> None:
+        """``attempt`` ended: the next one may run."""
+        with self._changed:
+            if self._running is attempt:
+                self._running = None
+            self._changed.notify_all()
 
 
 def _not_started(attempt: Attempt) -> Execution:

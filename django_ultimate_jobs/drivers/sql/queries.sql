@@ -172,10 +172,10 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- crash mid-run still spends it; but a lapse charges it only when the lapsed
 -- claim is known to have started (started_claim = claims): a worker killed
 -- by one job also held jobs it claimed ahead, and those must not lose an
--- attempt to its crash. The first %(start_now)s rows in claim order are
--- recorded started here (the worker hands them to idle slots at once); the
--- worker records any other re-taken row's start before its body
--- (job_mark_started). An unproven lapse keeps its attempt number and is
+-- attempt to its crash. The first %(start_now)s rows in claim order that
+-- were not lapsed are recorded started here (the worker hands them to idle
+-- slots at once); a re-taken row's start is recorded by the worker right
+-- before its body (job_mark_started), as it may wait for another. An unproven lapse keeps its attempt number and is
 -- never buried. The
 -- burial looks only at picked rows that were lapsed (only those can be on
 -- their final attempt while running), so a normal claim pays no second
@@ -262,7 +262,8 @@ WITH clock AS MATERIALIZED (
                                                        ELSE %(unstarted_error)s::text END))
                           ELSE j.history END,
            started_claim = CASE WHEN j.id = ANY(ARRAY(
-                                    SELECT id FROM picked ORDER BY priority DESC, run_at, id
+                                    SELECT id FROM picked WHERE NOT lapsed
+                                     ORDER BY priority DESC, run_at, id
                                      LIMIT %(start_now)s))
                                 THEN j.claims + 1 ELSE j.started_claim END,
            claimed_by = %(worker)s, claimed_at = clock.now,
