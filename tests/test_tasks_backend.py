@@ -697,6 +697,40 @@ def test_runjobs_runs_tasks_and_any_process_reads_the_results(process_env):
     assert here.worker_ids == [worker] and here.return_value == 42
 
 
+@pytest.mark.acceptance
+def test_a_task_that_exits_or_interrupts_fails_and_the_worker_carries_on(
+    process_env,
+):
+    """sys.exit(), exit() and KeyboardInterrupt in a task fail its attempt.
+
+    As Django's ImmediateBackend records them: FAILED, the exception's class
+    and traceback kept. One slot runs them all (priorities fix the order), so
+    the task after them runs only if the slot survived, and --burst exits.
+    """
+    failing = [
+        (tasks.exits.using(priority=4).enqueue(3), SystemExit, "sys.exit(code)"),
+        (tasks.calls_exit.using(priority=3).enqueue(), SystemExit, "exit(5)"),
+        (
+            tasks.interrupted.using(priority=2).enqueue(),
+            KeyboardInterrupt,
+            "the task's own interrupt",
+        ),
+        (tasks.async_exits.using(priority=1).enqueue(6), SystemExit, "sys.exit(code)"),
+    ]
+    after = tasks.add.enqueue(1, 2)
+    argv = ["-m", "django", "runjobs", "--burst", "--concurrency", "1"]
+    _run(argv, process_env, timeout=60)
+    for result, kind, words in failing:
+        failed = backend().get_result(result.id)
+        assert failed.status == FAILED and failed.attempts == 1, failed
+        (error,) = failed.errors
+        assert error.exception_class is kind
+        assert "Traceback (most recent call last)" in error.traceback
+        assert words in error.traceback
+    done = tasks.add.get_result(after.id)
+    assert done.status == SUCCESSFUL and done.return_value == 3
+
+
 _MISSING_SCRIPT = """
 import sys
 sys.modules["django.tasks"] = None      # no Django 6 tasks ...

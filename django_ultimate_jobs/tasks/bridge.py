@@ -30,7 +30,7 @@ from django.utils.module_loading import import_string
 from ..context import CancellationToken, JobContext
 from ..drivers import get_driver
 from ..drivers.base import DEFAULT_QUEUE, ClaimedJob
-from ..errors import JobTimeout
+from ..errors import JobTimeout, interrupts_the_process
 from ..jobs import JobHandle
 from ..registry import register
 from ..retry import Retry
@@ -101,9 +101,10 @@ def run_task(ctx: JobContext, **given: Any) -> Any:
         else:
             value = task.func(*call_args, **payload.kwargs)
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise
-        if error is ctx.cancellation.reason:
+        # SystemExit and a slot's KeyboardInterrupt are the task's own
+        # failure, recorded with their class path (Django's ImmediateBackend
+        # records them too); only Ctrl-C of the process propagates.
+        if interrupts_the_process(error) or error is ctx.cancellation.reason:
             raise
         raise TaskFailed.wrap(error) from error
     finally:
