@@ -41,6 +41,7 @@ from django_ultimate_jobs.backends import UltimateJobsBackend, UltimateTask
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.base import ClaimOptions, EnqueueRequest
 from django_ultimate_jobs.errors import JobInputInvalid, JobLeaseLost, JobTimeout
+from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.retry import Retry
 from django_ultimate_jobs.tasks.bridge import TASK_JOB
@@ -695,6 +696,29 @@ def test_runjobs_runs_tasks_and_any_process_reads_the_results(process_env):
     assert worker not in ("run_jobs", "unknown")
     here = tasks.add.get_result(added.id)
     assert here.worker_ids == [worker] and here.return_value == 42
+
+
+@pytest.mark.acceptance
+def test_runjobs_runs_a_claimed_batch_in_priority_order(process_env):
+    """Higher priority runs sooner inside one claim too (a batch of 64 rows).
+
+    The low-priority tasks are enqueued first, so their rows come first in
+    the table; one slot runs everything, so the run order is the order the
+    claim handed the rows over.
+    """
+    for n in range(20):
+        tasks.stamp.using(priority=-10).enqueue(f"low-{n}")
+    for n in range(20):
+        tasks.stamp.using(priority=10).enqueue(f"high-{n}")
+    argv = ["-m", "django", "runjobs", "--burst", "--concurrency", "1"]
+    _run(argv, {**process_env, "UJ_CLAIM_BATCH": "64"})
+    ran = [
+        tasks.stamp.get_result(str(job_id)).return_value
+        for job_id in Job.objects.filter(name=TASK_JOB).values_list("id", flat=True)
+    ]
+    order = [value["label"] for value in sorted(ran, key=lambda value: value["ran"])]
+    assert [label.split("-")[0] for label in order] == ["high"] * 20 + ["low"] * 20
+    assert order[:20] == [f"high-{n}" for n in range(20)]
 
 
 @pytest.mark.acceptance

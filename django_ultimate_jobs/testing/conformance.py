@@ -463,6 +463,25 @@ class DriverConformance(OperatorConformance):
         order = [lane.claim_one("worker-b").id for _ in range(3)]
         assert order == [high.id, middle.id, low.id]
 
+    def test_a_claimed_batch_comes_back_in_claim_order(self, lane, clock):
+        """One claim of many rows answers them by priority, then run_at, then id.
+
+        The worker runs a batch in the order it is answered: rows stored
+        first (smaller ids, lower priorities) must not come back first.
+        """
+        now = clock.now()
+        last = lane.enqueue(priority=-5)
+        later = lane.enqueue(run_at=now - timedelta(minutes=1))
+        earlier = lane.enqueue(run_at=now - timedelta(minutes=2))
+        lapsed = lane.enqueue(priority=3)
+        lane.claim_one("worker-a", visibility_ms=1_000)
+        timer = lane.enqueue(priority=1, delay_ms=500)
+        urgent = lane.enqueue(priority=5)
+        clock.advance(seconds=2)
+        result = lane.claim("worker-b", limit=10)
+        expected = [urgent, lapsed, timer, earlier, later, last]
+        assert _ids(result.claimed) == [e.id for e in expected]
+
     def test_delayed_row_waits_for_its_time(self, lane, clock):
         """A delayed row is not claimed before its run_at, and is claimed after."""
         enqueued = lane.enqueue(delay_ms=60_000)

@@ -100,6 +100,12 @@ def returns_object():
     return object()
 
 
+@task
+def stamp(label):
+    """Answers when it ran (this worker process's monotonic clock)."""
+    return {"label": label, "ran": time.monotonic_ns()}
+
+
 @task(attempts=1)
 def exits(code):
     """Ends its attempt the way a script ends its process."""

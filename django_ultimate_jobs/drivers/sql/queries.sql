@@ -166,7 +166,8 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
 -- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
 -- row and update more rows than the limit (Oban documents that pitfall).
--- Claimed rows come back with only what a worker needs (no history, no
+-- Claimed rows come back in that order (the worker dispatches a batch as
+-- it is answered), with only what a worker needs (no history, no
 -- error text: each column costs a decode per row); the rare buried rows are
 -- read in full by the driver afterwards. The attempt counts at claim, so a
 -- crash mid-run still spends it. The
@@ -179,7 +180,7 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), waiting AS MATERIALIZED (
-    SELECT w.id, w.priority, w.run_at, false AS lapsed
+    SELECT w.*, false AS lapsed
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
@@ -193,7 +194,7 @@ WITH clock AS MATERIALIZED (
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
                         WHERE p.kind = 'queue' AND p.name = q.name)
 ), timers AS MATERIALIZED (
-    SELECT t.id, t.priority, t.run_at, false AS lapsed
+    SELECT t.*, false AS lapsed
       FROM unnest(%(queues)s::text[]) AS q(name)
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
@@ -254,7 +255,8 @@ WITH clock AS MATERIALIZED (
        AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts)
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
               j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
-              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at
+              j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+              j.run_at
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -284,8 +286,12 @@ UNION ALL
 -- it whole afterwards (rare), and the statement stays under psycopg's 4 KB
 -- limit for caching its parsed form.
 SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM buried b;
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM buried b
+-- The worker runs a batch in the order it comes back, and UPDATE ...
+-- RETURNING answers in the order it found the rows (heap or id order: the
+-- oldest first, whatever their priority): sort them again (at most the limit).
+ ORDER BY priority DESC, run_at, id;
 
 
 -- name: job_enqueue
