@@ -186,6 +186,23 @@ def test_a_task_runs_and_its_result_is_stored(pg_driver, clock):
     assert result.status == SUCCESSFUL and result.return_value == 5
 
 
+def test_enqueue_answers_the_enqueued_at_the_row_stores(committed_pg_driver):
+    """enqueued_at is the row's created_at, the transaction's now(), in every read.
+
+    Not a clock reading taken after the insert: inside atomic() the two
+    differ by however long the transaction has run.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")
+            (began,) = cursor.fetchone()
+        result = tasks.add.enqueue(1, 2)
+        assert result.enqueued_at == began
+    assert tasks.add.get_result(result.id).enqueued_at == began
+    result.refresh()
+    assert result.enqueued_at == began
+
+
 def test_a_task_that_fails_twice_then_succeeds(pg_driver, clock):
     """Three attempts, two TaskErrors, SUCCESSFUL, return_value set; READY between."""
     result = tasks.flaky.enqueue(2)

@@ -174,7 +174,8 @@ class PostgresDriver(PostgresCron):
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows("job_enqueue", params)
             if rows:
-                return Enqueued(rows[0][0], rows[0][1], False)
+                job_id, run_id, _notified, created_at = rows[0]
+                return Enqueued(job_id, run_id, False, created_at)
             if request.id is not None:
                 existing = self.get(request.id)
                 if existing is not None:

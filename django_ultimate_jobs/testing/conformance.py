@@ -323,7 +323,7 @@ class DriverConformance(OperatorConformance):
         }
         enqueued = lane.enqueue(**fields)
         now = clock.now()
-        assert enqueued == Enqueued(enqueued.id, fields["run_id"], False)
+        assert enqueued == Enqueued(enqueued.id, fields["run_id"], False, now)
         assert lane.row(enqueued.id) == JobRecord(
             id=enqueued.id,
             name=lane.job,

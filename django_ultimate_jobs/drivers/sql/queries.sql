@@ -311,7 +311,8 @@ SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
 -- walking the whole backlog (tests/test_enqueue.py pins both cases). Postgres serialises the commits
 -- of notifying transactions, so staying silent when a woken worker will find
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
--- on rollback.
+-- on rollback. The row's created_at comes back with its ids: what enqueue
+-- answers as the job's enqueue time is what any later read of the row says.
 WITH due AS (
     SELECT clock.now,
            coalesce(%(run_at)s::timestamptz,
@@ -342,7 +343,7 @@ WITH due AS (
             ORDER BY o.created_at DESC
             LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
 )
-SELECT id, run_id, (SELECT count(*) FROM notified) AS notified FROM inserted;
+SELECT id, run_id, (SELECT count(*) FROM notified) AS notified, created_at FROM inserted;
 
 
 -- name: job_enqueue_many
