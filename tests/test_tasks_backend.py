@@ -419,6 +419,29 @@ def test_arguments_are_normalised_like_django(pg_driver):
     }
 
 
+def test_whole_floats_stay_floats_in_arguments_and_return_values(pg_driver):
+    """A float that is a whole number (1e16, 2.0) survives as a float.
+
+    Django's contract: arguments survive a JSON round trip unchanged. jsonb
+    prints 1e16 back as 10000000000000000, which read back as an int: in
+    the task's arguments, in the stored ones and in the return value.
+    """
+    args = [1e16, -2.5e20, 1.5e300, 2.0, 0.5, 10**16, [3e17, "1e+16"]]
+    result = tasks.kinds.enqueue(*args, big=1e16, small=1e-7)
+    sent = tasks.kinds_of([args, {"big": 1e16, "small": 1e-7}])
+    drain()
+    done = tasks.kinds.get_result(result.id)
+    assert done.status == SUCCESSFUL
+    assert done.return_value["received"] == sent  # what the task was called with
+    assert tasks.kinds_of([done.args, done.kwargs]) == sent  # what was stored
+    returned = done.return_value
+    assert tasks.kinds_of([returned["args"], {"big": returned["big"]}]) == [
+        sent[0],
+        {"big": "float"},
+    ]
+    assert returned["args"] == args and returned["big"] == 1e16
+
+
 def test_an_idempotency_key_answers_the_live_task(pg_driver):
     """One live run per key: a second enqueue answers the first's result."""
     received = []

@@ -8,7 +8,6 @@ one round trip unless its docstring says otherwise.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import weakref
@@ -55,6 +54,8 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .jsonb import dumps as _json
+from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
@@ -608,10 +609,6 @@ class PostgresDriver(PostgresCron):
 # -- row decoding -------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def array_literal(values: Sequence[UUID | int]) -> str:
     """A PostgreSQL array literal of uuids or integers, for a ``::type[]`` cast.
 
@@ -633,11 +630,6 @@ def _result_json(value: Any) -> str | None:
     except (TypeError, ValueError):
         return None
     return None if _JSON_NUL.search(text) else text
-
-
-def _loads(value: Any) -> Any:
-    # Django registers a text loader for jsonb (JSONField decodes itself).
-    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def _bounded_stack(stack: str | None) -> str | None:

@@ -339,6 +339,30 @@ class DriverConformance(OperatorConformance):
         assert plain.run_id == plain.id
         assert driver.get(uuid7()) is None
 
+    def test_numbers_read_back_with_their_type(self, lane):
+        """A whole float (1e16, 2.0) reads back a float, an int an int.
+
+        In input, claimed input and result: jsonb prints ``1e+16`` back as
+        ``10000000000000000``, which would decode as an int.
+        """
+        given = {
+            "big": 1e16,
+            "huge": -1.5e300,
+            "two": 2.0,
+            "count": 10**16,
+            "s": "1e+16",
+        }
+        enqueued = lane.enqueue(input=given)
+        job = lane.claim_one()
+        assert lane.ack(job, result=[1e17, 3])
+        row = lane.row(enqueued.id)
+        for value in (job.input, row.input):
+            assert value == given
+            assert {k: type(v) for k, v in value.items()} == {
+                k: type(v) for k, v in given.items()
+            }
+        assert [type(v) for v in row.result] == [float, int]
+
     def test_non_json_input_refused(self, lane, driver):
         """Input that is not JSON-safe fails the enqueue and stores nothing."""
         job_id = uuid7()

@@ -100,6 +100,21 @@ def returns_object():
     return object()
 
 
+def kinds_of(value):
+    """``value`` with every leaf replaced by its type's name."""
+    if isinstance(value, dict):
+        return {key: kinds_of(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [kinds_of(item) for item in value]
+    return type(value).__name__
+
+
+@task
+def kinds(*args, **kwargs):
+    """Answers the types it received, and its arguments as it received them."""
+    return {"received": kinds_of([list(args), kwargs]), "args": list(args), **kwargs}
+
+
 @task
 def stamp(label):
     """Answers when it ran (this worker process's monotonic clock)."""
