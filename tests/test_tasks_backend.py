@@ -9,6 +9,7 @@ processes (a ``runjobs`` worker and a ``get_result`` reader).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ if SOURCE is None:
         pytrace=False,
     )
 
-from django_ultimate_jobs import job, job_enqueued
+from django_ultimate_jobs import Terminal, job, job_enqueued
 from django_ultimate_jobs.backends import UltimateJobsBackend, UltimateTask
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.base import ClaimOptions, EnqueueRequest
@@ -528,6 +529,11 @@ def test_a_return_value_json_cannot_hold_fails_the_task(pg_driver):
     failed = tasks.returns_object.get_result(result.id)
     assert failed.status == FAILED
     assert failed.errors[0].exception_class_path.endswith("tasks.errors.TaskInvalid")
+    # The refusal keeps what JSON said about the value, as its cause.
+    assert isinstance(execution.error.__cause__, TypeError)
+    recorded = failed.errors[0].traceback
+    assert "TypeError: Unsupported type: <class 'object'>" in recorded
+    assert "direct cause of the following exception" in recorded
 
 
 # -- crash recovery --------------------------------------------------------------------
@@ -608,6 +614,40 @@ def test_the_three_signals_are_sent_with_the_backend_as_sender(pg_driver, clock)
         ("finished", UltimateJobsBackend, SUCCESSFUL, 2),
     ]
     assert len(jobs_seen) == 1 and jobs_seen[0]["job"].name == TASK_JOB
+
+
+def test_task_finished_is_sent_while_the_failure_is_handled(pg_driver, caplog):
+    """A failed task's task_finished sees its exception in sys.exc_info().
+
+    As Django's ImmediateBackend sends it from its except block: Django's own
+    receiver logs the failure with exc_info, so the log line has the traceback.
+    """
+    seen = {}
+
+    def receive(sender, task_result, **kwargs):
+        seen[task_result.id] = (task_result.status, sys.exc_info()[1])
+
+    task_finished.connect(receive)
+    try:
+        with caplog.at_level(logging.INFO, logger="django.tasks"):
+            refused = tasks.refuses.enqueue()
+            added = tasks.add.enqueue(1, 1)
+            drain()
+    finally:
+        task_finished.disconnect(receive)
+    status, handled = seen[refused.id]
+    assert status == FAILED
+    assert isinstance(handled.__cause__, Terminal)
+    assert seen[added.id] == (SUCCESSFUL, None)
+    assert sys.exc_info() == (None, None, None)
+    (logged,) = [
+        record
+        for record in caplog.records
+        if record.name == "django.tasks" and "state=FAILED" in record.getMessage()
+    ]
+    assert logged.exc_info is not None and logged.exc_info[1] is handled
+    assert "the card was declined" in caplog.text
+    assert "in refuses" in caplog.text  # the task's own frame
 
 
 # -- checks -----------------------------------------------------------------------------
