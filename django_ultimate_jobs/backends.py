@@ -172,7 +172,10 @@ class UltimateJobsBackend(BaseTaskBackend):
             holder = self._existing(answer.id, task)
             if holder is not None:
                 return holder
-        result = new_result(task, answer.id, payload, _now(driver))
+        # The row's own created_at (the transaction's now()): a later read of
+        # the result, in any process, says the same.
+        enqueued_at = answer.enqueued_at or _now(driver)
+        result = new_result(task, answer.id, payload, enqueued_at)
         task_enqueued.send(sender=type(self), task_result=result)
         return result
 

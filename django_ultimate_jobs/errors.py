@@ -12,6 +12,7 @@ Each code is registered once with its retry class (see
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "RetryClass",
     "Terminal",
     "code_of",
+    "interrupts_the_process",
     "register_error_code",
     "register_error_retry",
     "registered_codes",
@@ -171,6 +173,23 @@ def code_of(error: BaseException) -> str | None:
     if isinstance(code, str) and code.startswith("X_"):
         return code
     return None
+
+
+def interrupts_the_process(error: BaseException) -> bool:
+    """Whether ``error`` stops the process rather than failing the body that raised it.
+
+    Python delivers Ctrl-C (SIGINT) as a ``KeyboardInterrupt`` in the main
+    thread only, so there it may be the user stopping ``run_jobs()`` or a
+    test run, and it propagates (as Django's ImmediateBackend lets it). In
+    any other thread, a slot thread of ``runjobs`` say, a
+    ``KeyboardInterrupt`` was raised by the body itself, and ``SystemExit``
+    (``sys.exit()``, ``exit()``) always is: both fail that attempt like any
+    other exception, and the worker carries on.
+    """
+    return (
+        isinstance(error, KeyboardInterrupt)
+        and threading.current_thread() is threading.main_thread()
+    )
 
 
 # -- Generic errors apps raise inside job bodies -----------------------------

@@ -9,6 +9,7 @@ processes (a ``runjobs`` worker and a ``get_result`` reader).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -36,11 +37,12 @@ if SOURCE is None:
         pytrace=False,
     )
 
-from django_ultimate_jobs import job, job_enqueued
+from django_ultimate_jobs import Terminal, job, job_enqueued
 from django_ultimate_jobs.backends import UltimateJobsBackend, UltimateTask
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.base import ClaimOptions, EnqueueRequest
 from django_ultimate_jobs.errors import JobInputInvalid, JobLeaseLost, JobTimeout
+from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.retry import Retry
 from django_ultimate_jobs.tasks.bridge import TASK_JOB
@@ -183,6 +185,23 @@ def test_a_task_runs_and_its_result_is_stored(pg_driver, clock):
     assert done.task.func is tasks.add.func
     result.refresh()
     assert result.status == SUCCESSFUL and result.return_value == 5
+
+
+def test_enqueue_answers_the_enqueued_at_the_row_stores(committed_pg_driver):
+    """enqueued_at is the row's created_at, the transaction's now(), in every read.
+
+    Not a clock reading taken after the insert: inside atomic() the two
+    differ by however long the transaction has run.
+    """
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT now()")
+            (began,) = cursor.fetchone()
+        result = tasks.add.enqueue(1, 2)
+        assert result.enqueued_at == began
+    assert tasks.add.get_result(result.id).enqueued_at == began
+    result.refresh()
+    assert result.enqueued_at == began
 
 
 def test_a_task_that_fails_twice_then_succeeds(pg_driver, clock):
@@ -401,6 +420,29 @@ def test_arguments_are_normalised_like_django(pg_driver):
     }
 
 
+def test_whole_floats_stay_floats_in_arguments_and_return_values(pg_driver):
+    """A float that is a whole number (1e16, 2.0) survives as a float.
+
+    Django's contract: arguments survive a JSON round trip unchanged. jsonb
+    prints 1e16 back as 10000000000000000, which read back as an int: in
+    the task's arguments, in the stored ones and in the return value.
+    """
+    args = [1e16, -2.5e20, 1.5e300, 2.0, 0.5, 10**16, [3e17, "1e+16"]]
+    result = tasks.kinds.enqueue(*args, big=1e16, small=1e-7)
+    sent = tasks.kinds_of([args, {"big": 1e16, "small": 1e-7}])
+    drain()
+    done = tasks.kinds.get_result(result.id)
+    assert done.status == SUCCESSFUL
+    assert done.return_value["received"] == sent  # what the task was called with
+    assert tasks.kinds_of([done.args, done.kwargs]) == sent  # what was stored
+    returned = done.return_value
+    assert tasks.kinds_of([returned["args"], {"big": returned["big"]}]) == [
+        sent[0],
+        {"big": "float"},
+    ]
+    assert returned["args"] == args and returned["big"] == 1e16
+
+
 def test_an_idempotency_key_answers_the_live_task(pg_driver):
     """One live run per key: a second enqueue answers the first's result."""
     received = []
@@ -487,6 +529,11 @@ def test_a_return_value_json_cannot_hold_fails_the_task(pg_driver):
     failed = tasks.returns_object.get_result(result.id)
     assert failed.status == FAILED
     assert failed.errors[0].exception_class_path.endswith("tasks.errors.TaskInvalid")
+    # The refusal keeps what JSON said about the value, as its cause.
+    assert isinstance(execution.error.__cause__, TypeError)
+    recorded = failed.errors[0].traceback
+    assert "TypeError: Unsupported type: <class 'object'>" in recorded
+    assert "direct cause of the following exception" in recorded
 
 
 # -- crash recovery --------------------------------------------------------------------
@@ -567,6 +614,40 @@ def test_the_three_signals_are_sent_with_the_backend_as_sender(pg_driver, clock)
         ("finished", UltimateJobsBackend, SUCCESSFUL, 2),
     ]
     assert len(jobs_seen) == 1 and jobs_seen[0]["job"].name == TASK_JOB
+
+
+def test_task_finished_is_sent_while_the_failure_is_handled(pg_driver, caplog):
+    """A failed task's task_finished sees its exception in sys.exc_info().
+
+    As Django's ImmediateBackend sends it from its except block: Django's own
+    receiver logs the failure with exc_info, so the log line has the traceback.
+    """
+    seen = {}
+
+    def receive(sender, task_result, **kwargs):
+        seen[task_result.id] = (task_result.status, sys.exc_info()[1])
+
+    task_finished.connect(receive)
+    try:
+        with caplog.at_level(logging.INFO, logger="django.tasks"):
+            refused = tasks.refuses.enqueue()
+            added = tasks.add.enqueue(1, 1)
+            drain()
+    finally:
+        task_finished.disconnect(receive)
+    status, handled = seen[refused.id]
+    assert status == FAILED
+    assert isinstance(handled.__cause__, Terminal)
+    assert seen[added.id] == (SUCCESSFUL, None)
+    assert sys.exc_info() == (None, None, None)
+    (logged,) = [
+        record
+        for record in caplog.records
+        if record.name == "django.tasks" and "state=FAILED" in record.getMessage()
+    ]
+    assert logged.exc_info is not None and logged.exc_info[1] is handled
+    assert "the card was declined" in caplog.text
+    assert "in refuses" in caplog.text  # the task's own frame
 
 
 # -- checks -----------------------------------------------------------------------------
@@ -695,6 +776,63 @@ def test_runjobs_runs_tasks_and_any_process_reads_the_results(process_env):
     assert worker not in ("run_jobs", "unknown")
     here = tasks.add.get_result(added.id)
     assert here.worker_ids == [worker] and here.return_value == 42
+
+
+@pytest.mark.acceptance
+def test_runjobs_runs_a_claimed_batch_in_priority_order(process_env):
+    """Higher priority runs sooner inside one claim too (a batch of 64 rows).
+
+    The low-priority tasks are enqueued first, so their rows come first in
+    the table; one slot runs everything, so the run order is the order the
+    claim handed the rows over.
+    """
+    for n in range(20):
+        tasks.stamp.using(priority=-10).enqueue(f"low-{n}")
+    for n in range(20):
+        tasks.stamp.using(priority=10).enqueue(f"high-{n}")
+    argv = ["-m", "django", "runjobs", "--burst", "--concurrency", "1"]
+    _run(argv, {**process_env, "UJ_CLAIM_BATCH": "64"})
+    ran = [
+        tasks.stamp.get_result(str(job_id)).return_value
+        for job_id in Job.objects.filter(name=TASK_JOB).values_list("id", flat=True)
+    ]
+    order = [value["label"] for value in sorted(ran, key=lambda value: value["ran"])]
+    assert [label.split("-")[0] for label in order] == ["high"] * 20 + ["low"] * 20
+    assert order[:20] == [f"high-{n}" for n in range(20)]
+
+
+@pytest.mark.acceptance
+def test_a_task_that_exits_or_interrupts_fails_and_the_worker_carries_on(
+    process_env,
+):
+    """sys.exit(), exit() and KeyboardInterrupt in a task fail its attempt.
+
+    As Django's ImmediateBackend records them: FAILED, the exception's class
+    and traceback kept. One slot runs them all (priorities fix the order), so
+    the task after them runs only if the slot survived, and --burst exits.
+    """
+    failing = [
+        (tasks.exits.using(priority=4).enqueue(3), SystemExit, "sys.exit(code)"),
+        (tasks.calls_exit.using(priority=3).enqueue(), SystemExit, "exit(5)"),
+        (
+            tasks.interrupted.using(priority=2).enqueue(),
+            KeyboardInterrupt,
+            "the task's own interrupt",
+        ),
+        (tasks.async_exits.using(priority=1).enqueue(6), SystemExit, "sys.exit(code)"),
+    ]
+    after = tasks.add.enqueue(1, 2)
+    argv = ["-m", "django", "runjobs", "--burst", "--concurrency", "1"]
+    _run(argv, process_env, timeout=60)
+    for result, kind, words in failing:
+        failed = backend().get_result(result.id)
+        assert failed.status == FAILED and failed.attempts == 1, failed
+        (error,) = failed.errors
+        assert error.exception_class is kind
+        assert "Traceback (most recent call last)" in error.traceback
+        assert words in error.traceback
+    done = tasks.add.get_result(after.id)
+    assert done.status == SUCCESSFUL and done.return_value == 3
 
 
 _MISSING_SCRIPT = """

@@ -7,6 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connections
 
 from django_ultimate_jobs import (
     RateLimited,
@@ -24,6 +25,7 @@ from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.executor import run_attempt
 from django_ultimate_jobs.worker.runner import Worker
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.postgres
 
@@ -211,6 +213,94 @@ def test_async_handlers_run(pg_driver, declared):
     assert execution.outcome == "completed"
     assert execution.result == 2
     assert pg_driver.get(enqueued.id).state == "done"
+
+
+def test_exit_and_interrupt_in_a_slot_fail_the_attempt_and_the_slot_goes_on(
+    committed_pg_driver, declare_jobs
+):
+    """A body's SystemExit or KeyboardInterrupt (sync or async) fails its attempt.
+
+    In a slot thread neither can be the process being stopped (signals reach
+    the main thread only): the row records it, and the one slot, with its
+    event loop, runs the next job. The burst worker ends by itself.
+    """
+    declared = declare_jobs("exits", "t.exits", retry=Retry(attempts=1))
+
+    @declared(priority=4)
+    def exits(ctx):
+        raise SystemExit(3)
+
+    @declared(priority=3)
+    async def async_exits(ctx):
+        await asyncio.sleep(0)
+        raise SystemExit("async bye")
+
+    @declared(priority=2)
+    def interrupted(ctx):
+        raise KeyboardInterrupt
+
+    @declared(priority=1)
+    async def async_interrupted(ctx):
+        await asyncio.sleep(0)
+        raise KeyboardInterrupt
+
+    @declared()
+    async def after(ctx):
+        await asyncio.sleep(0)
+        return "ran"
+
+    failing = {
+        exits.enqueue().id: "SystemExit: 3",
+        async_exits.enqueue().id: "SystemExit: async bye",
+        interrupted.enqueue().id: "KeyboardInterrupt",
+        async_interrupted.enqueue().id: "KeyboardInterrupt",
+    }
+    last = after.enqueue()
+    worker = Worker(
+        WorkerConfig.from_settings(queues=("exits",), concurrency=1, burst=True),
+        driver=committed_pg_driver,
+    )
+
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    try:
+        wait_until(
+            lambda: not runner.is_alive(), 30, message="the burst worker never ended"
+        )
+    finally:
+        worker.request_stop(deadline_s=2)
+        runner.join(5)
+    for job_id, text in failing.items():
+        row = committed_pg_driver.get(job_id)
+        assert (row.state, row.attempt, row.last_error) == ("dead", 1, text)
+        assert text in row.last_error_stack
+    assert committed_pg_driver.get(last.id).result == "ran"
+
+
+def test_keyboard_interrupt_in_the_calling_thread_stops_run_jobs(pg_driver, declared):
+    """In the main thread a KeyboardInterrupt may be Ctrl-C: it is not swallowed."""
+
+    @declared()
+    def interrupted(ctx):
+        raise KeyboardInterrupt
+
+    @declared(retry=Retry(attempts=1))
+    def exits(ctx):
+        raise SystemExit(2)
+
+    exited = exits.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dead-lettered"
+    assert pg_driver.get(exited.id).last_error == "SystemExit: 2"
+    interrupted.enqueue()
+    with pytest.raises(KeyboardInterrupt):
+        drain(pg_driver)
 
 
 def test_progress_is_stored_before_the_settle(pg_driver, declared):

@@ -99,6 +99,9 @@ class Enqueued:
     id: UUID
     run_id: UUID
     deduped: bool
+    enqueued_at: datetime | None = None
+    """The inserted row's ``created_at``, when the driver read it back with the
+    insert (``enqueue``; ``None`` for a dedupe and for ``enqueue_many``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -178,7 +178,7 @@ class MemoryDriver(MemoryCron):
                 )
             return Enqueued(holder.id, holder.run_id, True), None
         self._jobs.add(row)
-        return Enqueued(row.id, row.run_id, False), row
+        return Enqueued(row.id, row.run_id, False, row.created_at), row
 
     # -- claim and settle ----------------------------------------------------
 

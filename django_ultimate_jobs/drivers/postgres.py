@@ -8,7 +8,6 @@ one round trip unless its docstring says otherwise.
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import weakref
@@ -56,6 +55,8 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
+from .jsonb import dumps as _json
+from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
@@ -185,7 +186,8 @@ class PostgresDriver(PostgresCron):
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows("job_enqueue", params)
             if rows:
-                return Enqueued(rows[0][0], rows[0][1], False)
+                job_id, run_id, _notified, created_at = rows[0]
+                return Enqueued(job_id, run_id, False, created_at)
             if request.id is not None:
                 existing = self.get(request.id)
                 if existing is not None:
@@ -296,24 +298,28 @@ class PostgresDriver(PostgresCron):
                 "limit": options.limit,
                 "worker": options.worker_id,
                 "visibility_ms": options.visibility_ms,
-                "drop": sorted(options.drop_exhausted),
-                "lapsed_error": LEASE_LAPSED_FINAL_ATTEMPT,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
-                "registry_ttl_ms": options.registry_ttl_ms,
+                "ttl": options.registry_ttl_ms,
                 "start_now": options.start_now,
             },
         )
-        claimed: list[ClaimedJob] = []
+        claimed = [_claimed(row) for row in rows if row[9] == "running"]
+        exhausted = [row[0] for row in rows if row[9] == "exhausted"]
         buried: list[JobRecord] = []
-        for row in rows:
-            if row[9] == "running":
-                claimed.append(_claimed(row))
-            else:
-                # Rare (a final attempt's lease lapsed): read the whole row.
-                record = self.get(row[0])
-                if record is not None:
-                    buried.append(record)
+        if exhausted:
+            # Rare: a final attempt's lease lapsed after its start was known.
+            buried = [
+                _record(row)
+                for row in self._rows(
+                    "job_bury",
+                    {
+                        "ids": exhausted,
+                        "drop": sorted(options.drop_exhausted),
+                        "error": LEASE_LAPSED_FINAL_ATTEMPT,
+                    },
+                )
+            ]
         return ClaimResult(claimed, buried)
 
     def ack(self, request: AckRequest) -> bool:
@@ -628,10 +634,6 @@ class PostgresDriver(PostgresCron):
 # -- row decoding -------------------------------------------------------------
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
 def array_literal(values: Sequence[UUID | int]) -> str:
     """A PostgreSQL array literal of uuids or integers, for a ``::type[]`` cast.
 
@@ -653,11 +655,6 @@ def _result_json(value: Any) -> str | None:
     except (TypeError, ValueError):
         return None
     return None if _JSON_NUL.search(text) else text
-
-
-def _loads(value: Any) -> Any:
-    # Django registers a text loader for jsonb (JSONField decodes itself).
-    return json.loads(value) if isinstance(value, str | bytes) else value
 
 
 def _bounded_stack(stack: str | None) -> str | None:

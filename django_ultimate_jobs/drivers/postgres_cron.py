@@ -6,7 +6,6 @@ each method is one named statement through the driver's ``_rows``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import datetime
@@ -15,6 +14,7 @@ from typing import Any
 from ..ids import uuid7
 from .base import PausedName
 from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+from .jsonb import dumps as _dumps
 
 __all__ = ["PostgresCron"]
 
@@ -115,7 +115,3 @@ class PostgresCron:
     def paused_tasks(self) -> list[PausedName]:
         """Paused tasks sorted by name."""
         return self._paused("task")
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

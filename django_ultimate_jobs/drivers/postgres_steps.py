@@ -11,6 +11,8 @@ from django.db import connections, transaction
 
 from ..errors import JobLeaseLost, JobRowStatusUnknown
 from ..ids import uuid7
+from .jsonb import dumps as _dumps
+from .jsonb import loads as _loads
 from .steps_base import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
 
 if TYPE_CHECKING:
@@ -177,11 +179,3 @@ class PostgresEvents:
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
         return int(self.driver._rows("event_purge", {})[0][0])
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str | bytes) else value

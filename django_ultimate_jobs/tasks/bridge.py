@@ -30,7 +30,7 @@ from django.utils.module_loading import import_string
 from ..context import CancellationToken, JobContext
 from ..drivers import get_driver
 from ..drivers.base import DEFAULT_QUEUE, ClaimedJob
-from ..errors import JobTimeout
+from ..errors import JobTimeout, interrupts_the_process
 from ..jobs import JobHandle
 from ..registry import register
 from ..retry import Retry
@@ -101,9 +101,10 @@ def run_task(ctx: JobContext, **given: Any) -> Any:
         else:
             value = task.func(*call_args, **payload.kwargs)
     except BaseException as error:
-        if isinstance(error, KeyboardInterrupt | SystemExit):
-            raise
-        if error is ctx.cancellation.reason:
+        # SystemExit and a slot's KeyboardInterrupt are the task's own
+        # failure, recorded with their class path (Django's ImmediateBackend
+        # records them too); only Ctrl-C of the process propagates.
+        if interrupts_the_process(error) or error is ctx.cancellation.reason:
             raise
         raise TaskFailed.wrap(error) from error
     finally:
@@ -224,11 +225,13 @@ def _json_safe(path: str, value: Any) -> Any:
         text = json.dumps(normal, allow_nan=False, ensure_ascii=False)
         text.encode("utf-8")
     except (TypeError, ValueError) as error:
+        # The cause stays: its message (and the recorded traceback) names
+        # the type JSON could not hold.
         raise TaskInvalid(
             f"the return value of {path} is not JSON-safe ({type(error).__name__})",
             fix="return ids, strings, numbers, booleans, lists and dicts",
             meta={"task": path},
-        ) from None
+        ) from error
     if holds_escaped_nul(text):
         raise TaskInvalid(
             f"the return value of {path} contains a NUL character",
@@ -241,8 +244,13 @@ def _json_safe(path: str, value: Any) -> Any:
 # -- signals ------------------------------------------------------------------
 
 
-def _send(signal: Any, claimed: ClaimedJob, name: str) -> None:
-    """Send a task signal for a bridge job; never raise into the worker."""
+def _send(
+    signal: Any, claimed: ClaimedJob, name: str, error: BaseException | None = None
+) -> None:
+    """Send a task signal for a bridge job; never raise into the worker.
+
+    With ``error`` (the run failed) the signal is sent while it is handled.
+    """
     if not signal.receivers:
         return
     try:
@@ -256,9 +264,11 @@ def _send(signal: Any, claimed: ClaimedJob, name: str) -> None:
             return
         result = result_from_record(task, record, payload)
         sender = type(task_backends[payload.backend])
-        answers = signal.send_robust(sender=sender, task_result=result)
-    except Exception as error:
-        answers = [(name, error)]
+        answers = _while_handling(
+            error, lambda: signal.send_robust(sender=sender, task_result=result)
+        )
+    except Exception as failure:
+        answers = [(name, failure)]
     for receiver, answer in answers:
         if isinstance(answer, Exception):
             logger.error(
@@ -268,16 +278,42 @@ def _send(signal: Any, claimed: ClaimedJob, name: str) -> None:
             )
 
 
+def _while_handling(error: BaseException | None, send: Callable[[], Any]) -> Any:
+    """Call ``send`` as if inside ``except error:``, so sys.exc_info() names it.
+
+    Django's ImmediateBackend sends ``task_finished`` from its except block,
+    and Django's own receiver logs a failed task with ``sys.exc_info()``:
+    without this its log line had no traceback. (A context manager cannot do
+    it: a generator's handled exception is not the caller's.)
+    """
+    if error is None:
+        return send()
+    traceback, context = error.__traceback__, error.__context__
+    try:
+        raise error
+    except BaseException:
+        return send()
+    finally:
+        # Raising it again added this frame to its traceback (and may have
+        # chained it): the recorded exception stays as the attempt left it.
+        error.__traceback__, error.__context__ = traceback, context
+
+
 def _on_job_started(sender: Any, claimed: ClaimedJob, **kwargs: Any) -> None:
     _send(task_started, claimed, "task_started")
 
 
 def _on_job_finished(
-    sender: Any, claimed: ClaimedJob, outcome: str, landed: bool | None, **kwargs: Any
+    sender: Any,
+    claimed: ClaimedJob,
+    outcome: str,
+    landed: bool | None,
+    error: BaseException | None = None,
+    **kwargs: Any,
 ) -> None:
     # A retry waiting is not "finished": only the end of the run is.
     if landed and outcome in _ENDS_RUN:
-        _send(task_finished, claimed, "task_finished")
+        _send(task_finished, claimed, "task_finished", error)
 
 
 def _declare() -> TaskJobHandle:

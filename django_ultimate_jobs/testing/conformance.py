@@ -369,7 +369,7 @@ class DriverConformance(OperatorConformance):
         }
         enqueued = lane.enqueue(**fields)
         now = clock.now()
-        assert enqueued == Enqueued(enqueued.id, fields["run_id"], False)
+        assert enqueued == Enqueued(enqueued.id, fields["run_id"], False, now)
         assert lane.row(enqueued.id) == JobRecord(
             id=enqueued.id,
             name=lane.job,
@@ -384,6 +384,30 @@ class DriverConformance(OperatorConformance):
         plain = lane.enqueue()
         assert plain.run_id == plain.id
         assert driver.get(uuid7()) is None
+
+    def test_numbers_read_back_with_their_type(self, lane):
+        """A whole float (1e16, 2.0) reads back a float, an int an int.
+
+        In input, claimed input and result: jsonb prints ``1e+16`` back as
+        ``10000000000000000``, which would decode as an int.
+        """
+        given = {
+            "big": 1e16,
+            "huge": -1.5e300,
+            "two": 2.0,
+            "count": 10**16,
+            "s": "1e+16",
+        }
+        enqueued = lane.enqueue(input=given)
+        job = lane.claim_one()
+        assert lane.ack(job, result=[1e17, 3])
+        row = lane.row(enqueued.id)
+        for value in (job.input, row.input):
+            assert value == given
+            assert {k: type(v) for k, v in value.items()} == {
+                k: type(v) for k, v in given.items()
+            }
+        assert [type(v) for v in row.result] == [float, int]
 
     def test_non_json_input_refused(self, lane, driver):
         """Input that is not JSON-safe fails the enqueue and stores nothing."""
@@ -508,6 +532,25 @@ class DriverConformance(OperatorConformance):
         clock.advance(milliseconds=VISIBILITY_MS + 1_000)
         order = [lane.claim_one("worker-b").id for _ in range(3)]
         assert order == [high.id, middle.id, low.id]
+
+    def test_a_claimed_batch_comes_back_in_claim_order(self, lane, clock):
+        """One claim of many rows answers them by priority, then run_at, then id.
+
+        The worker runs a batch in the order it is answered: rows stored
+        first (smaller ids, lower priorities) must not come back first.
+        """
+        now = clock.now()
+        last = lane.enqueue(priority=-5)
+        later = lane.enqueue(run_at=now - timedelta(minutes=1))
+        earlier = lane.enqueue(run_at=now - timedelta(minutes=2))
+        lapsed = lane.enqueue(priority=3)
+        lane.claim_one("worker-a", visibility_ms=1_000)
+        timer = lane.enqueue(priority=1, delay_ms=500)
+        urgent = lane.enqueue(priority=5)
+        clock.advance(seconds=2)
+        result = lane.claim("worker-b", limit=10)
+        expected = [urgent, lapsed, timer, earlier, later, last]
+        assert _ids(result.claimed) == [e.id for e in expected]
 
     def test_delayed_row_waits_for_its_time(self, lane, clock):
         """A delayed row is not claimed before its run_at, and is claimed after."""

@@ -31,7 +31,13 @@ from ..drivers.base import (
     NackRequest,
 )
 from ..drivers.steps_base import StepFence
-from ..errors import Aborted, JobInputInvalid, JobsError, code_of
+from ..errors import (
+    Aborted,
+    JobInputInvalid,
+    JobsError,
+    code_of,
+    interrupts_the_process,
+)
 from ..retry import decide_retry
 from ..steps import StepApi, StepSuspension
 
@@ -176,7 +182,10 @@ def run_attempt(
         else:
             result = handle.func(ctx, **claimed.input)
     except BaseException as raised:
-        if isinstance(raised, KeyboardInterrupt | SystemExit):
+        # Everything the body raises fails this attempt, SystemExit and a
+        # slot thread's KeyboardInterrupt too: re-raised, they ended the slot
+        # thread and left the row running with nobody to settle it.
+        if interrupts_the_process(raised):
             raise
         error = raised
     if not attempt.take_settlement():

@@ -7,6 +7,7 @@ never by Django at start-up.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 from django_ultimate_jobs import Terminal
@@ -97,6 +98,49 @@ def keyed(order_id):
 def returns_object():
     CALLS.append("returns_object")
     return object()
+
+
+def kinds_of(value):
+    """``value`` with every leaf replaced by its type's name."""
+    if isinstance(value, dict):
+        return {key: kinds_of(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [kinds_of(item) for item in value]
+    return type(value).__name__
+
+
+@task
+def kinds(*args, **kwargs):
+    """Answers the types it received, and its arguments as it received them."""
+    return {"received": kinds_of([list(args), kwargs]), "args": list(args), **kwargs}
+
+
+@task
+def stamp(label):
+    """Answers when it ran (this worker process's monotonic clock)."""
+    return {"label": label, "ran": time.monotonic_ns()}
+
+
+@task(attempts=1)
+def exits(code):
+    """Ends its attempt the way a script ends its process."""
+    sys.exit(code)
+
+
+@task(attempts=1)
+def calls_exit():
+    exit(5)  # the site builtin, as a script would call it
+
+
+@task(attempts=1)
+def interrupted():
+    raise KeyboardInterrupt("the task's own interrupt")
+
+
+@task(attempts=1)
+async def async_exits(code):
+    await asyncio.sleep(0)
+    sys.exit(code)
 
 
 def plain_function():

@@ -154,40 +154,45 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- Claim up to %(limit)s due jobs of the named queues for one worker, in
 -- (priority desc, run_at, id) order, skipping paused queues. There is no
 -- separate reaper: a running row whose lease lapsed (visible_at passed) is
--- re-taken here, or buried when it was on its final attempt, so a job that
--- kills its worker reaches the dead-letter queue after max_attempts claims.
--- Ready rows are picked per queue by one ordered scan of the ready index
--- (a backlog is never sorted), rows waiting on a time (delayed, suspended)
--- by the timer index (only the due ones are read: parked rows cost
--- nothing), and lapsed rows by the lease index, rather than by one OR that
--- no index serves. Lapsed rows are sorted in
--- claim order before their LIMIT (few lapse at once, so the sort is small):
--- unsorted, the LIMIT kept arbitrary ones and a higher-priority lapsed row
--- waited behind a lower one (test_lapsed_rows_join_the_claim_order). The picks
--- are MATERIALIZED so the planner cannot re-run the LIMITed scan per outer
--- row and update more rows than the limit (Oban documents that pitfall).
+-- re-taken here. Ready rows are picked per queue by one ordered scan of the
+-- ready index (a backlog is never sorted), rows waiting on a time (delayed,
+-- suspended) by the timer index (only the due ones are read: parked rows
+-- cost nothing), and lapsed rows by the lease index, rather than by one OR
+-- that no index serves. Lapsed rows are sorted in claim order before their
+-- LIMIT (few lapse at once, so the sort is small): unsorted, the LIMIT kept
+-- arbitrary ones and a higher-priority lapsed row waited behind a lower one
+-- (test_lapsed_rows_join_the_claim_order). The picks are MATERIALIZED so the
+-- planner cannot re-run the LIMITed scan per outer row and update more rows
+-- than the limit (Oban documents that pitfall).
+--
+-- The attempt counts at claim, so a crash mid-run still spends it; but a
+-- lapse charges it only when the lapsed claim is known to have started
+-- (started_claim = claims): a worker killed by one job also held jobs it
+-- claimed ahead, and those must not lose an attempt to its crash. The first
+-- %(start_now)s fresh rows in claim order are recorded started here (the
+-- worker hands them to idle slots at once); a re-taken row's start is
+-- recorded by the worker right before its body (job_mark_started). An
+-- unproven lapse keeps its attempt number. A lapse that is proven and on
+-- the final attempt (lapsed = 2) is not claimed: it comes back as an
+-- 'exhausted' row, which the driver buries with job_bury (rare; the row
+-- stays running and lapsed until then, so a crash in between only leaves
+-- it to the next claim).
+--
 -- Claimed rows come back with only what a worker needs (no history, no
--- error text: each column costs a decode per row); the rare buried rows are
--- read in full by the driver afterwards. The attempt counts at claim, so a
--- crash mid-run still spends it; but a lapse charges it only when the lapsed
--- claim is known to have started (started_claim = claims): a worker killed
--- by one job also held jobs it claimed ahead, and those must not lose an
--- attempt to its crash. The first %(start_now)s rows in claim order that
--- were not lapsed are recorded started here (the worker hands them to idle
--- slots at once); a re-taken row's start is recorded by the worker right
--- before its body (job_mark_started), as it may wait for another. An unproven lapse keeps its attempt number and is
--- never buried. The
--- burial looks only at picked rows that were lapsed (only those can be on
--- their final attempt while running), so a normal claim pays no second
--- index probe per row. The
--- updates find their rows by id = ANY(ARRAY(...)): joined to the picked CTE
--- instead, the planner (which cannot see into it) chose a sequential scan
--- of the whole table per claim once the picks were estimated at 64 rows.
+-- error text: each column costs a decode per row). The updates find their
+-- rows by id = ANY(ARRAY(...)): joined to the picked CTE instead, the
+-- planner (which cannot see into it) chose a sequential scan of the whole
+-- table per claim once the picks were estimated at 64 rows.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), open AS MATERIALIZED (
+    -- The named queues that are not paused.
+    SELECT q.name FROM unnest(%(queues)s::text[]) AS q(name)
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
+                        WHERE p.kind = 'queue' AND p.name = q.name)
 ), waiting AS MATERIALIZED (
-    SELECT w.id, w.priority, w.run_at, false AS lapsed
-      FROM unnest(%(queues)s::text[]) AS q(name)
+    SELECT w.*, 0 AS lapsed
+      FROM open AS q
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
              FROM ultimate_jobs_job j
@@ -197,11 +202,9 @@ WITH clock AS MATERIALIZED (
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS w
-     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
-                        WHERE p.kind = 'queue' AND p.name = q.name)
 ), timers AS MATERIALIZED (
-    SELECT t.id, t.priority, t.run_at, false AS lapsed
-      FROM unnest(%(queues)s::text[]) AS q(name)
+    SELECT t.*, 0 AS lapsed
+      FROM open AS q
      CROSS JOIN LATERAL (
            SELECT j.id, j.priority, j.run_at
              FROM ultimate_jobs_job j
@@ -211,16 +214,15 @@ WITH clock AS MATERIALIZED (
             ORDER BY j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS t
-     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
-                        WHERE p.kind = 'queue' AND p.name = q.name)
 ), lapsed AS MATERIALIZED (
-    SELECT j.id, j.priority, j.run_at, true AS lapsed
+    -- 1: re-taken; 2: exhausted (proven, on its final attempt).
+    SELECT j.id, j.priority, j.run_at,
+           CASE WHEN j.attempt >= j.max_attempts AND j.started_claim = j.claims
+                THEN 2 ELSE 1 END AS lapsed
       FROM ultimate_jobs_job j
      WHERE j.state = 'running'
        AND j.visible_at <= (SELECT now FROM clock)
-       AND j.queue = ANY(%(queues)s::text[])
-       AND NOT EXISTS (SELECT 1 FROM ultimate_jobs_queue_pause p
-                        WHERE p.kind = 'queue' AND p.name = j.queue)
+       AND j.queue = ANY(ARRAY(SELECT name FROM open))
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
@@ -230,22 +232,6 @@ WITH clock AS MATERIALIZED (
             UNION ALL SELECT * FROM lapsed) AS candidates
      ORDER BY priority DESC, run_at, id
      LIMIT %(limit)s
-), buried AS (
-    UPDATE ultimate_jobs_job AS j
-       SET state = CASE WHEN j.name = ANY(%(drop)s::text[]) THEN 'failed' ELSE 'dead' END,
-           visible_at = NULL, claimed_by = NULL, last_error_stack = NULL,
-           last_error = %(lapsed_error)s, updated_at = clock.now,
-           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
-               'attempt', j.attempt, 'worker', j.claimed_by, 'at', clock.now,
-               'error', %(lapsed_error)s::text))
-      FROM clock
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed))
-       AND j.state = 'running' AND j.attempt >= j.max_attempts
-       AND j.started_claim = j.claims
-       -- implied by "lapsed", and it bounds the lease index scan the
-       -- planner picks here to the lapsed rows (not every running one)
-       AND j.visible_at <= (SELECT now FROM clock)
-    RETURNING j.id, j.name, j.state
 ), claimed AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'running', claims = j.claims + 1,
@@ -262,7 +248,7 @@ WITH clock AS MATERIALIZED (
                                                        ELSE %(unstarted_error)s::text END))
                           ELSE j.history END,
            started_claim = CASE WHEN j.id = ANY(ARRAY(
-                                    SELECT id FROM picked WHERE NOT lapsed
+                                    SELECT id FROM picked WHERE lapsed = 0
                                      ORDER BY priority DESC, run_at, id
                                      LIMIT %(start_now)s))
                                 THEN j.claims + 1 ELSE j.started_claim END,
@@ -270,14 +256,57 @@ WITH clock AS MATERIALIZED (
            visible_at = clock.now + %(visibility_ms)s * interval '1 millisecond',
            updated_at = clock.now
       FROM clock
-     WHERE j.id = ANY(ARRAY(SELECT id FROM picked))
-       AND NOT (j.state = 'running' AND j.attempt >= j.max_attempts
-                AND j.started_claim = j.claims)
+     WHERE j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed < 2))
     RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
               j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
               j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
-              j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed)) AS retaken,
-              j.started_claim = j.claims AS start_recorded
+              j.id = ANY(ARRAY(SELECT id FROM picked WHERE lapsed = 1)) AS retaken,
+              j.started_claim = j.claims AS start_recorded, j.run_at
+), registry AS (
+    -- An idle worker refreshes its registry row here rather than in a
+    -- statement of its own: idle cost is a budget (12 statements a minute
+    -- with a proven wake), and the idle claim already runs every 5 s.
+    UPDATE ultimate_jobs_worker AS w
+       SET heartbeat_at = clock.now, in_flight = '[]'::jsonb,
+           expires_at = clock.now + %(ttl)s::int * interval '1 millisecond'
+      FROM clock
+     WHERE w.id = %(worker)s AND %(ttl)s::int IS NOT NULL
+    RETURNING 1
+)
+SELECT * FROM claimed
+UNION ALL
+-- An exhausted row comes back as its id and 'exhausted' only: the driver
+-- buries it (job_bury).
+SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p.run_at
+  FROM picked p WHERE p.lapsed = 2
+-- The worker runs a batch in the order it comes back, and UPDATE ...
+-- RETURNING answers in the order it found the rows (heap or id order: the
+-- oldest first, whatever their priority): sort them again (at most the limit).
+ ORDER BY priority DESC, run_at, id;
+
+
+-- name: job_bury
+-- Bury rows a claim found exhausted: still running, lease lapsed, proven
+-- started, on the final attempt (each condition re-checked, so a row is
+-- buried once however many claims saw it). Dead, or failed for the jobs in
+-- %(drop)s (no dead letter). The counter adds the burial in the same
+-- statement. Answers the buried rows whole (the on_settled hook gets them).
+WITH clock AS (
+    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), buried AS (
+    UPDATE ultimate_jobs_job AS j
+       SET state = CASE WHEN j.name = ANY(%(drop)s::text[]) THEN 'failed' ELSE 'dead' END,
+           visible_at = NULL, claimed_by = NULL, last_error_stack = NULL,
+           last_error = %(error)s, updated_at = clock.now,
+           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+               'attempt', j.attempt, 'worker', j.claimed_by, 'at', clock.now,
+               'error', %(error)s::text))
+      FROM clock
+     WHERE j.id = ANY(%(ids)s::uuid[]) AND j.state = 'running'
+       AND j.visible_at <= clock.now AND j.attempt >= j.max_attempts
+       AND j.started_claim = j.claims
+    RETURNING j.*
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -290,25 +319,12 @@ WITH clock AS MATERIALIZED (
        SET failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead
     RETURNING 1
-), registry AS (
-    -- An idle worker refreshes its registry row here rather than in a
-    -- statement of its own: idle cost is a budget (12 statements a minute
-    -- with a proven wake), and the idle claim already runs every 5 s.
-    UPDATE ultimate_jobs_worker AS w
-       SET heartbeat_at = clock.now, in_flight = '[]'::jsonb,
-           expires_at = clock.now + %(registry_ttl_ms)s::int * interval '1 millisecond'
-      FROM clock
-     WHERE w.id = %(worker)s AND %(registry_ttl_ms)s::int IS NOT NULL
-    RETURNING 1
 )
-SELECT * FROM claimed
-UNION ALL
--- A buried row comes back as its id, name and state only: the driver reads
--- it whole afterwards (rare), and the statement stays under psycopg's 4 KB
--- limit for caching its parsed form.
-SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-  FROM buried b;
+SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
+       priority, state, run_at, created_at, updated_at, tenant_id, last_error,
+       last_error_stack, progress, claimed_by, claims, visible_at, enqueued_by,
+       traceparent, claimed_at, result, history
+  FROM buried;
 
 
 -- name: job_enqueue
@@ -328,7 +344,8 @@ SELECT b.id, b.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL, b.state,
 -- walking the whole backlog (tests/test_enqueue.py pins both cases). Postgres serialises the commits
 -- of notifying transactions, so staying silent when a woken worker will find
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
--- on rollback.
+-- on rollback. The row's created_at comes back with its ids: what enqueue
+-- answers as the job's enqueue time is what any later read of the row says.
 WITH due AS (
     SELECT clock.now,
            coalesce(%(run_at)s::timestamptz,
@@ -359,7 +376,7 @@ WITH due AS (
             ORDER BY o.created_at DESC
             LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
 )
-SELECT id, run_id, (SELECT count(*) FROM notified) AS notified FROM inserted;
+SELECT id, run_id, (SELECT count(*) FROM notified) AS notified, created_at FROM inserted;
 
 
 -- name: job_enqueue_many
