@@ -547,12 +547,16 @@ class Worker:
         if not self._mark_started(attempt, db):
             return _not_started(attempt)
         attempt.start()
-        self._send_started(attempt)
         try:
+            self._send_started(attempt)
             execution = run_attempt(attempt, self.driver, loop=loop)
-        except Exception:  # never lose the slot to a bug
+        except BaseException as error:
+            # Never lose the slot, nor the row, to a bug (or to a SystemExit
+            # from a signal receiver): the attempt is settled as failed.
             logger.exception("jobs.worker.slot-failed")
-            execution = None
+            execution = (
+                settle_for(attempt, error=error) if attempt.take_settlement() else None
+            )
         if execution is None and attempt.abandoned:
             with self._lock:
                 self._stuck -= 1
