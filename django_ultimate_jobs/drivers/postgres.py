@@ -9,7 +9,6 @@ one round trip unless its docstring says otherwise.
 from __future__ import annotations
 
 import json
-import re
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -34,6 +33,7 @@ from ..errors import (
 )
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from ..validation import JsonRefused, json_text, storable_text
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
@@ -67,9 +67,6 @@ _ENQUEUE_ROUNDS = 2
 _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
-# A JSON-escaped NUL character (an unescaped backslash, then u0000): jsonb
-# refuses it ("unsupported Unicode escape sequence").
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 MAX_WORKER_IN_FLIGHT = 100
 
 
@@ -346,8 +343,11 @@ class PostgresDriver(PostgresCron):
                 "counts_as_attempt": request.counts_as_attempt,
                 "delay_ms": request.delay_ms,
                 "run_at": request.run_at,
-                "error": request.error,
-                "stack": _bounded_stack(request.stack),
+                # An exception's message is the app's text: a NUL or a lone
+                # surrogate in it must not fail the settle (the job would
+                # stay running until its lease lapsed, then run again).
+                "error": _storable(request.error),
+                "stack": _storable(_bounded_stack(request.stack)),
                 "outcome": _nack_outcome(request),
                 "duration_ms": request.duration_ms,
             },
@@ -624,19 +624,22 @@ def _result_json(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL: either
-        # would fail the whole ack (the job would re-run), so such a result
-        # is dropped like any other that is not JSON-safe.
-        text = _json(value)
-        text.encode("utf-8")
-    except (TypeError, ValueError):
+        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL, and a
+        # deep enough value fails to encode: each would fail the whole ack
+        # (the job would re-run), so such a result is dropped like any
+        # other that is not JSON-safe.
+        return json_text(value, exact=False)
+    except JsonRefused:
         return None
-    return None if _JSON_NUL.search(text) else text
 
 
 def _loads(value: Any) -> Any:
     # Django registers a text loader for jsonb (JSONField decodes itself).
     return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _storable(text: str | None) -> str | None:
+    return None if text is None else storable_text(text)
 
 
 def _bounded_stack(stack: str | None) -> str | None:
