@@ -456,6 +456,14 @@ class StepNameInvalid(JobsError):
     default_fix = "name steps with non-empty strings of at most 512 UTF-8 bytes"
 
 
+class StepNotFound(JobsError):
+    """A retry from a step the job's run never recorded."""
+
+    code = "X_STEP_NOT_FOUND"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs show <id>  (lists the job's steps)"
+
+
 class JobEventInvalid(JobsError):
     """A matched event's payload is refused by the wait's schema."""
 

@@ -131,7 +131,13 @@ def show(job_id: str | UUID) -> dict[str, Any]:
 
 
 def retry(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:
-    """Requeue a finished job (``from_step`` drops that step and later ones)."""
+    """Requeue a finished job (``from_step`` drops that step and later ones).
+
+    Raises:
+        JobIdInvalid, JobNotFound, JobNotRequeueable, JobDuplicate.
+        StepNotFound: the job's run has no step named ``from_step`` (its
+            steps are named in the message and ``meta["steps"]``).
+    """
     return _job_dict(get_driver().requeue(parse_job_id(job_id), from_step=from_step))
 
 

@@ -137,6 +137,15 @@ def test_text_arguments_postgres_cannot_store_are_refused(driver, text):
     assert operator.show(str(ready.id))["state"] == "ready"
 
 
+def test_retry_from_a_step_the_job_never_ran_is_refused(driver):
+    """X_STEP_NOT_FOUND naming the run's steps; the job stays dead."""
+    dead = noop.enqueue(n=1)
+    settle(driver, dead=True)
+    error = refused("X_STEP_NOT_FOUND", operator.retry, str(dead.id), from_step="x")
+    assert error.meta == {"id": str(dead.id), "step": "x", "steps": []}
+    assert operator.show(str(dead.id))["state"] == "dead"
+
+
 def test_list_jobs_pages_with_a_cursor_and_filters(driver):
     """Pages chain through ``next``; the last (short) page answers None."""
     ids = [noop.enqueue(n=n).id for n in range(5)]

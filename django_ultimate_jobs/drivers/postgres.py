@@ -32,8 +32,8 @@ from ..errors import (
     JobNotRequeueable,
 )
 from ..ids import uuid7
-from ..states import JobState, parse_state
-from ..validation import JsonRefused, json_text, storable_text
+from ..states import FINISHED_STATES, JobState, parse_state
+from ..validation import JsonRefused, json_text, storable, storable_text
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
@@ -58,6 +58,7 @@ from .base import (
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
+from .steps_base import step_not_found
 
 __all__ = ["PostgresDriver"]
 
@@ -424,8 +425,14 @@ class PostgresDriver(PostgresCron):
 
     def requeue(self, job_id: UUID, *, from_step: str | None = None) -> JobRecord:
         """Make a finished job ready again (attempt 0, due now)."""
+        step = from_step
+        if step is not None and not storable(step):
+            # PostgreSQL refuses the parameter; no step can hold it either,
+            # nor be named "" (step names are non-empty), so "" is refused
+            # as unknown, after the same checks as any other name.
+            step = ""
         try:
-            rows = self._rows("job_requeue", {"id": job_id, "from_step": from_step})
+            rows = self._rows("job_requeue", {"id": job_id, "from_step": step})
         except IntegrityError as error:
             # A live job took the key between the holder check and the write.
             raise JobDuplicate(
@@ -435,7 +442,7 @@ class PostgresDriver(PostgresCron):
             ) from error
         if not rows:
             raise JobNotFound("no job has that id", meta={"id": str(job_id)})
-        state, moved, holder = rows[0][0], rows[0][1], rows[0][2]
+        state, moved, holder, step_known, run_id = rows[0][:5]
         if moved:
             record = self.get(job_id)
             assert record is not None
@@ -446,6 +453,9 @@ class PostgresDriver(PostgresCron):
                 fix=f"python manage.py jobs show {holder}",
                 meta={"id": str(job_id), "holder": str(holder)},
             )
+        if not step_known and parse_state(state) in FINISHED_STATES:
+            assert from_step is not None
+            raise step_not_found(job_id, from_step, self.steps.list(run_id).values())
         raise JobNotRequeueable(
             f"the job is {parse_state(state).value}; only finished jobs can be retried",
             meta={"id": str(job_id), "state": state},
