@@ -324,11 +324,17 @@ def matches(row: JobRow, where: JobFilter) -> bool:
         and (where.id_max is None or row.id.int <= where.id_max.int)
         and (where.created_from is None or row.created_at >= where.created_from)
         and (where.created_to is None or row.created_at < where.created_to)
-        and (
-            where.error_code is None
-            or (row.last_error or "").startswith(f"{where.error_code}:")
-        )
+        and (where.error_code is None or error_code(row.last_error) == where.error_code)
     )
+
+
+def error_code(last_error: str | None) -> str | None:
+    """``split_part(last_error, ':', 1)``: what the dead-letter page groups by.
+
+    ``X_CODE`` of ``X_CODE: cause``, ``ValueError`` of ``ValueError: ...``,
+    and the whole text of an error without a message (``RuntimeError``).
+    """
+    return None if last_error is None else last_error.split(":", 1)[0]
 
 
 def truncate_ms(instant: datetime) -> datetime:

@@ -113,6 +113,30 @@ class BulkConformance:
             JobState.DEAD,
         ]
 
+    def test_requeue_many_by_an_error_without_a_message(self, lane, driver):
+        """A bare ``RuntimeError()`` (stored without a colon) is its own group.
+
+        The group is the text before the first colon, or the whole error
+        when it has none; ``RuntimeErrorX`` is another group.
+        """
+        bare, with_message, longer = _ascending_ids(3)
+        for job_id, error in (
+            (bare, "RuntimeError"),
+            (with_message, "RuntimeError: boom"),
+            (longer, "RuntimeErrorX"),
+        ):
+            lane.enqueue(id=job_id)
+            lane.nack(lane.claim_one(), dead_letter=True, error=error)
+        where = JobFilter(
+            queue=lane.queue,
+            states=frozenset({JobState.DEAD}),
+            error_code="RuntimeError",
+        )
+        listed = driver.list_jobs(where, before=None, limit=10)
+        assert [r.id for r in listed] == [with_message, bare]
+        assert driver.requeue_many(where, limit=10) == BulkResult(2, 0)
+        assert lane.row(longer).state is JobState.DEAD
+
     def test_remove_many_skips_running(self, lane, driver, put_step, step_names):
         """Remove deletes oldest first, never a running row, with its steps."""
         running, done, queued, later = _ascending_ids(4)

@@ -432,7 +432,7 @@ SELECT (SELECT count(*) FROM moved) AS affected,
        AND (%(created_to)s::timestamptz IS NULL
             OR j.created_at < %(created_to)s::timestamptz)
        AND (%(error_code)s::text IS NULL
-            OR starts_with(j.last_error, %(error_code)s::text || ':'))
+            OR split_part(j.last_error, ':', 1) = %(error_code)s::text)
 
 
 -- name: job_list
