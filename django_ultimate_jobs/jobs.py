@@ -535,7 +535,8 @@ def _checked_text(job_name: str, what: str, value: Any) -> str:
             fix=f"pass a non-empty string of at most {MAX_KEY_BYTES} UTF-8 bytes",
             meta={"job": job_name},
         )
-    return value  # type: ignore[no-any-return]
+    assert isinstance(value, str)  # text_problem() refuses anything else
+    return value
 
 
 def _actor_id(actor: Any) -> str | None:

@@ -36,6 +36,7 @@ from .errors import (
     JobNotRequeueable,
     JobPageInvalid,
 )
+from .jobs import _check_name
 from .redaction import redact
 from .registry import get_job
 from .retry import backoff_delay_ms
@@ -406,9 +407,7 @@ def _job_summary(record: JobRecord) -> dict[str, Any]:
 
 
 def _queue_name(queue: str) -> str:
-    from .jobs import _check_name
-
-    _check_name("queue", queue, lambda cause: JobInputInvalid(cause))
+    _check_name("queue", queue, JobInputInvalid)
     return queue
 
 

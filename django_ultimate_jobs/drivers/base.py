@@ -287,7 +287,8 @@ class JobFilter:
     created_to: datetime | None = None
     """Exclusive."""
     error_code: str | None = None
-    """Rows whose last error is ``<error_code>: ...`` (the dead-letter groups)."""
+    """Rows whose last error's text before its first colon is ``error_code``
+    (the dead-letter groups: ``X_CODE: ...``, or a bare ``RuntimeError``)."""
 
 
 @dataclass(frozen=True, slots=True)

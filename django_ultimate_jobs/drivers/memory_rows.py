@@ -36,6 +36,7 @@ __all__ = [
     "add_to_bucket",
     "bounded_stack",
     "dump_json",
+    "error_code",
     "fold_counters",
     "load_json",
     "matches",
