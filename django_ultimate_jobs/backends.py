@@ -216,7 +216,9 @@ class UltimateJobsBackend(BaseTaskBackend):
         try:
             normal_args: list[Any] = normalize_json(list(args))  # type: ignore[assignment]
             normal_kwargs: dict[str, Any] = normalize_json(dict(kwargs))  # type: ignore[assignment]
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
+            # RecursionError: Django's normalize_json recurses; the job
+            # input's own check (100 levels) refuses anything shallower.
             raise TaskInputInvalid(
                 f"the arguments of {task.module_path} are not JSON-safe ({error})",
                 fix="pass ids, strings, numbers, booleans, lists and dicts",

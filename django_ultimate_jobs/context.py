@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .errors import Aborted, JobsError
+from .validation import storable_text
 
 if TYPE_CHECKING:
     from .drivers.base import ClaimIdentity, JobDriver
@@ -194,7 +195,8 @@ class JobContext:
     def progress(self, done: float, total: float, note: str | None = None) -> None:
         """Report progress; stored at most once a second, the last one always.
 
-        Non-finite numbers are dropped; the note is cut to 200 characters.
+        Non-finite numbers are dropped; the note is cut to 200 characters,
+        NUL and lone surrogates replaced by U+FFFD.
         Failures are logged and never fail the job.
 
         Raises:
@@ -206,7 +208,9 @@ class JobContext:
             return
         value: dict[str, Any] = {"done": done, "total": total}
         if note:
-            value["note"] = str(note)[:MAX_PROGRESS_NOTE_LENGTH]
+            # Lossy like the cut: a NUL or a lone surrogate would make the
+            # write fail (and abort a transaction the body holds open).
+            value["note"] = storable_text(str(note)[:MAX_PROGRESS_NOTE_LENGTH])
         self._pending = value
         if time.monotonic() - self._last_write >= PROGRESS_INTERVAL_S:
             self.flush_progress()

@@ -467,6 +467,22 @@ class StepOutputUnserializable(JobsError):
     default_fix = "return ids, strings, numbers, lists and dicts from the step"
 
 
+class StepNameInvalid(JobsError):
+    """A step name that is empty, too long or not storable in PostgreSQL."""
+
+    code = "X_STEP_NAME_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "name steps with non-empty strings of at most 512 UTF-8 bytes"
+
+
+class StepNotFound(JobsError):
+    """A retry from a step the job's run never recorded."""
+
+    code = "X_STEP_NOT_FOUND"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs show <id>  (lists the job's steps)"
+
+
 class JobEventInvalid(JobsError):
     """A matched event's payload is refused by the wait's schema."""
 

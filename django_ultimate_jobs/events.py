@@ -14,11 +14,12 @@ from .drivers import get_driver
 from .drivers.steps_base import EventRecord
 from .durations import DurationInput, parse_duration_ms
 from .errors import JobInputInvalid, JobsError
-from .validation import dump_input
+from .validation import MAX_KEY_BYTES, JsonRefused, json_text, text_problem
 
-__all__ = ["publish_event", "purge_expired_events"]
+__all__ = ["check_event_names", "publish_event", "purge_expired_events"]
 
 DEFAULT_TTL: DurationInput = "7d"
+MAX_EVENT_NAME_LENGTH = 200
 
 
 def publish_event(
@@ -37,21 +38,50 @@ def publish_event(
         ttl: how long the event stays matchable.
 
     Raises:
-        JobInputInvalid: a bad name, key, ttl or payload; nothing written.
+        JobInputInvalid: a bad name, key, ttl or payload (see
+            :func:`check_event_names`); nothing written.
     """
-    if not isinstance(name, str) or not name or len(name) > 200:
-        raise JobInputInvalid("an event name must be a string of 1 to 200 characters")
-    if key is not None and (not isinstance(key, str) or not key or "\x00" in key):
-        raise JobInputInvalid("an event key must be a non-empty string or None")
+    check_event_names(name, key)
     try:
         ttl_ms = parse_duration_ms(ttl, what="ttl")
     except JobsError as error:
         raise JobInputInvalid(error.cause) from None
-    dump_input(f"event {name}", {"payload": payload})
+    try:
+        json_text(payload)
+    except JsonRefused as refused:
+        raise JobInputInvalid(
+            f"the payload of event {name} {refused.reason}",
+            fix=refused.fix,
+            meta={"event": name},
+        ) from None
     events = getattr(get_driver(), "events", None)
     if events is None:
         raise JobsError("this driver has no event store", code="X_NOT_IMPLEMENTED")
     return events.publish(name, payload, key, ttl_ms)
+
+
+def check_event_names(name: Any, key: Any) -> None:
+    """Refuse an event name or key PostgreSQL cannot store or index.
+
+    A name is 1 to 200 characters, a key (when given) at most 512 UTF-8
+    bytes; neither may hold a NUL or a lone surrogate.
+
+    Raises:
+        JobInputInvalid: naming which of the two is refused, never its value.
+    """
+    problem = text_problem(name, max_chars=MAX_EVENT_NAME_LENGTH)
+    if problem is not None:
+        raise JobInputInvalid(
+            f"an event name {problem}",
+            fix=f"name events with 1 to {MAX_EVENT_NAME_LENGTH} printable characters",
+        )
+    if key is not None:
+        problem = text_problem(key, max_bytes=MAX_KEY_BYTES)
+        if problem is not None:
+            raise JobInputInvalid(
+                f"an event key {problem}",
+                fix=f"pass a key of at most {MAX_KEY_BYTES} UTF-8 bytes, or None",
+            )
 
 
 def purge_expired_events() -> int:

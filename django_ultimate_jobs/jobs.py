@@ -22,18 +22,20 @@ from .registry import register
 from .retry import Retry, retry_schedule_ms
 from .signals import job_enqueued
 from .validation import (
+    MAX_KEY_BYTES,
     InputShape,
     check_schema,
     check_schema_declared,
     dump_input,
     input_shape,
+    storable,
+    text_problem,
 )
 
 __all__ = ["Concurrency", "EnqueueOptions", "Enqueued", "JobHandle", "job"]
 
 R = TypeVar("R")
 MAX_NAME_LENGTH = 200
-MAX_KEY_LENGTH = 512
 PRIORITY_RANGE = range(-100, 101)
 
 
@@ -326,8 +328,22 @@ class BoundEnqueue:
         return answer
 
     def enqueue_many(self, inputs: Iterable[Mapping[str, Any]]) -> list[Enqueued]:
-        """Validate every input, then enqueue all in one round trip."""
-        requests = [self.request(given) for given in inputs]
+        """Validate every input, then enqueue all in one round trip.
+
+        Raises:
+            JobInputInvalid: an input was refused (``meta["index"]`` says
+                which, counting from 0); nothing was written.
+        """
+        requests = []
+        for index, given in enumerate(inputs):
+            try:
+                requests.append(self.request(given))
+            except JobInputInvalid as error:
+                raise JobInputInvalid(
+                    f"item {index} of the batch: {error.cause}",
+                    fix=error.fix,
+                    meta={**error.meta, "index": index},
+                ) from error.__cause__
         answers = get_driver().enqueue_many(requests)
         if job_enqueued.receivers:
             for answer in answers:
@@ -456,7 +472,7 @@ def _check_name(what: str, value: Any, error: Callable[[str], JobsError]) -> Non
         raise error(f"{what} must be a non-empty string without surrounding spaces")
     if len(value) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in value):
         raise error(f"{what} must be at most {MAX_NAME_LENGTH} printable characters")
-    if not _storable(value):
+    if not storable(value):
         raise error(f"{what} holds a lone surrogate, which is not valid UTF-8")
 
 
@@ -512,22 +528,14 @@ def _call_deriver(
 
 
 def _checked_text(job_name: str, what: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
+    problem = text_problem(value, max_bytes=MAX_KEY_BYTES)
+    if problem is not None:
         raise JobInputInvalid(
-            f"{what} of {job_name} must be a non-empty string",
+            f"{what} of {job_name} {problem}",
+            fix=f"pass a non-empty string of at most {MAX_KEY_BYTES} UTF-8 bytes",
             meta={"job": job_name},
         )
-    if not _storable(value):
-        raise JobInputInvalid(
-            f"{what} of {job_name} holds a NUL or a lone surrogate, "
-            "which PostgreSQL text cannot store",
-            meta={"job": job_name},
-        )
-    if len(value) > MAX_KEY_LENGTH:
-        raise JobInputInvalid(
-            f"{what} of {job_name} is longer than {MAX_KEY_LENGTH} characters",
-            meta={"job": job_name},
-        )
+    assert isinstance(value, str)  # text_problem() refuses anything else
     return value
 
 
@@ -544,14 +552,3 @@ def _actor_id(actor: Any) -> str | None:
     # __class__, not type(): request.user is a lazy wrapper that passes
     # __class__ through to the real user.
     return f"{actor.__class__.__name__.lower()}:{pk}"
-
-
-def _storable(value: str) -> bool:
-    """Whether PostgreSQL text can hold ``value`` (no NUL, valid UTF-8)."""
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True

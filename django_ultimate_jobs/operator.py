@@ -29,16 +29,19 @@ from .drivers.base import (
 from .drivers.steps_base import StepRecord
 from .errors import (
     JobIdInvalid,
+    JobInputInvalid,
     JobNotFound,
     JobNotPromotable,
     JobNotRemovable,
     JobNotRequeueable,
     JobPageInvalid,
 )
+from .jobs import _check_name
 from .redaction import redact
 from .registry import get_job
 from .retry import backoff_delay_ms
 from .states import FINISHED_STATES, PROMOTABLE_STATES, JobState
+from .validation import text_problem
 
 __all__ = [
     "DEFAULT_JOB_PAGE",
@@ -129,12 +132,29 @@ def show(job_id: str | UUID) -> dict[str, Any]:
 
 
 def retry(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:
-    """Requeue a finished job (``from_step`` drops that step and later ones)."""
+    """Requeue a finished job (``from_step`` drops that step and later ones).
+
+    Raises:
+        JobIdInvalid, JobNotFound, JobNotRequeueable, JobDuplicate.
+        StepNotFound: the job's run has no step named ``from_step`` (its
+            steps are named in the message and ``meta["steps"]``).
+    """
     return _job_dict(get_driver().requeue(parse_job_id(job_id), from_step=from_step))
 
 
 def cancel(job_id: str | UUID, *, reason: str | None = None) -> dict[str, Any]:
-    """Cancel a live job; a running one stops at its next heartbeat."""
+    """Cancel a live job; a running one stops at its next heartbeat.
+
+    Raises:
+        JobIdInvalid, JobNotCancellable.
+        JobInputInvalid: ``reason`` is not text PostgreSQL can store.
+    """
+    problem = None if reason is None else text_problem(reason)
+    if problem is not None:
+        raise JobInputInvalid(
+            f"the cancel reason {problem}",
+            fix="pass a reason without NUL characters or lone surrogates",
+        )
     return _job_dict(get_driver().cancel(parse_job_id(job_id), reason=reason))
 
 
@@ -199,13 +219,24 @@ def job_filter(
 
     Raises:
         JobPageInvalid: an unknown state, a prefix that is not hex, an
-            empty created range, an error code holding ``:``.
+            empty created range, an error code holding ``:``, text
+            PostgreSQL cannot store (a NUL, a lone surrogate).
     """
     if error_code is not None and (not error_code or ":" in error_code):
         raise JobPageInvalid(
             "an error code is the X_... before the colon of an error",
             meta={"error_code": error_code},
         )
+    for what, value in (
+        ("queue", queue),
+        ("name", name),
+        ("tenant", tenant),
+        ("error_code", error_code),
+    ):
+        problem = None if value in (None, "") else text_problem(value)
+        if problem is not None:
+            # No row can hold it, and PostgreSQL would refuse the parameter.
+            raise JobPageInvalid(f"the {what} filter {problem}", meta={"filter": what})
     id_min = id_max = None
     if id_prefix is not None:
         id_min, id_max = _id_range(id_prefix)
@@ -376,10 +407,7 @@ def _job_summary(record: JobRecord) -> dict[str, Any]:
 
 
 def _queue_name(queue: str) -> str:
-    from .errors import JobInputInvalid
-
-    if not isinstance(queue, str) or not queue or queue != queue.strip():
-        raise JobInputInvalid("a queue name must be a non-empty string")
+    _check_name("queue", queue, JobInputInvalid)
     return queue
 
 

@@ -32,10 +32,19 @@ from .errors import (
     JobsError,
     JobTimeout,
     StepDuplicate,
+    StepNameInvalid,
     StepOutputUnserializable,
 )
+from .events import check_event_names
 from .faults import AFTER_STEP_COMMIT, fault_point
-from .validation import schema_issues
+from .validation import (
+    MAX_KEY_BYTES,
+    JsonRefused,
+    json_text,
+    schema_issues,
+    storable_text,
+    text_problem,
+)
 
 if TYPE_CHECKING:
     from .drivers.steps_base import EventStore, StepFence, StepRecord, StepStore
@@ -202,9 +211,12 @@ class StepApi:
         Raises:
             JobEventInvalid: ``schema`` refused the matched payload (the
                 next search, after a retry, starts past that event).
+            JobInputInvalid: ``event`` or ``key`` is one ``publish_event``
+                would refuse.
         """
         if self._events is None:
             raise JobsError("this driver has no event store", code="X_NOT_IMPLEMENTED")
+        check_event_names(event, key)
         limit = parse_duration_ms(timeout, what="wait timeout")
         record = self._claim_name(name)
         if record is not None and record.status == "completed":
@@ -259,8 +271,11 @@ class StepApi:
     # -- plumbing --------------------------------------------------------------
 
     def _claim_name(self, name: str) -> StepRecord | None:
-        if not isinstance(name, str) or not name:
-            raise StepDuplicate("a step name must be a non-empty string")
+        problem = text_problem(name, max_bytes=MAX_KEY_BYTES)
+        if problem is not None:
+            # Stored in a unique index with the run id: refused before any
+            # write, and terminal (a replay would meet the same name).
+            raise StepNameInvalid(f"a step name {problem}")
         if name in self._used:
             raise StepDuplicate(
                 f"the step name {name!r} is used twice in one run", meta={"step": name}
@@ -303,11 +318,13 @@ class StepApi:
         if self._token.is_set():
             raise Aborted(f"step {name!r} finished after the attempt was cancelled")
         try:
-            stored = json.loads(json.dumps(output, allow_nan=False))
-        except (TypeError, ValueError) as error:
+            # Checked before the write: a value jsonb refuses (a NUL, a lone
+            # surrogate) would otherwise fail the insert and be retried,
+            # running the step's side effect again each time.
+            stored = json.loads(json_text(output, exact=False))
+        except JsonRefused as refused:
             raise StepOutputUnserializable(
-                f"step {name!r} returned a value that cannot be stored as JSON "
-                f"({type(error).__name__})",
+                f"step {name!r} returned a value that {refused.reason}",
                 meta={"step": name},
             ) from None
         self._put(name, "completed", started, completed_at=self._now(), output=stored)
@@ -325,9 +342,8 @@ class StepApi:
         ):
             return  # a cancelled or fenced-out attempt writes nothing
         try:
-            self._put(
-                name, "failed", started, error=f"{type(error).__name__}: {error}"[:2000]
-            )
+            text = storable_text(f"{type(error).__name__}: {error}"[:2000])
+            self._put(name, "failed", started, error=text)
         except Exception:
             logger.warning("jobs.step.failure-unrecorded", extra={"step": name})
 

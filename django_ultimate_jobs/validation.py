@@ -4,6 +4,13 @@ Three checks, cheapest first: the keywords match the handler's signature,
 the input survives a JSON round trip unchanged (so a ``datetime`` or a
 tuple is refused here rather than turning into something else in the
 worker), and the optional ``input_schema`` accepts it.
+
+The text and JSON checks here are the one place that knows what
+PostgreSQL can store: ``text`` holds no NUL and only valid UTF-8 (a lone
+surrogate cannot be encoded), ``jsonb`` holds no ``\\u0000`` escape, and an
+index row holds about 2,700 bytes. Every string a caller hands over
+(names, keys, tenants, step and event names) goes through
+:func:`text_problem`; every JSON value through :func:`json_text`.
 """
 
 from __future__ import annotations
@@ -19,15 +26,36 @@ from typing import Any
 from .errors import JobDeclarationInvalid, JobInputInvalid
 
 __all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_KEY_BYTES",
     "InputShape",
+    "JsonRefused",
     "check_schema",
     "dump_input",
     "holds_escaped_nul",
     "input_shape",
+    "json_text",
+    "storable",
+    "storable_text",
+    "text_problem",
 ]
 
 # A \u0000 escape that is not itself an escaped backslash followed by "u0000".
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+MAX_KEY_BYTES = 512
+"""The longest idempotency key, tenant, actor, step name or event key, in
+UTF-8 bytes. The live-key unique index spans name (200 characters, at most
+800 bytes), tenant and key: 800 + 512 + 512 bytes stay well inside the
+2,704 bytes a btree index row can hold, whatever the script."""
+MAX_JSON_DEPTH = 100
+"""How deeply lists and dicts may nest in an input, payload or step output
+(the outermost container is level 1), like Ruby's JSON ``max_nesting``. Deep
+enough for any real document; shallow enough that encoding, decoding and
+comparing never meet Python's recursion limit in the caller or the worker."""
+
+
+_BY_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,24 +66,33 @@ class InputShape:
     optional: frozenset[str]
     open: bool
     """The handler takes ``**kwargs``: any keyword is accepted."""
+    context: str | None = None
+    """The context parameter's name when a keyword could also bind it."""
 
     def check(self, job: str, given: Mapping[str, Any]) -> None:
         """Refuse unknown or missing keywords (names only, never values)."""
         keys = given.keys()
         missing = self.required - keys
         unknown = () if self.open else keys - self.required - self.optional
-        if missing or unknown:
+        # handler(ctx, **input) with an input key named like ctx is a
+        # TypeError on every attempt: refuse it here, once.
+        clash = self.context if self.context in keys else None
+        if missing or unknown or clash:
             problems = []
             if missing:
                 problems.append(f"missing {', '.join(sorted(missing))}")
             if unknown:
                 problems.append(f"unknown {', '.join(sorted(unknown))}")
+            if clash:
+                problems.append(f"{clash} is the handler's context parameter")
             raise JobInputInvalid(
                 f"{job} input does not match its signature: {'; '.join(problems)}",
+                fix=None if not clash else f"rename the input key {clash}",
                 meta={
                     "job": job,
                     "missing": sorted(missing),
                     "unknown": sorted(unknown),
+                    "reserved": [clash] if clash else [],
                 },
             )
 
@@ -94,54 +131,160 @@ def input_shape(func: Callable[..., Any], job: str) -> InputShape:
             required.add(param.name)
         else:
             optional.add(param.name)
-    return InputShape(frozenset(required), frozenset(optional), is_open)
+    # A positional-only context cannot be bound by a keyword.
+    context = params[0].name if params[0].kind is _BY_KEYWORD else None
+    return InputShape(frozenset(required), frozenset(optional), is_open, context)
 
 
 def dump_input(job: str, given: Mapping[str, Any]) -> str:
     """Return the input as JSON text, refusing what would not round-trip.
 
     Raises:
-        JobInputInvalid: not JSON-serialisable, non-finite numbers, or a
+        JobInputInvalid: not JSON-serialisable, non-finite numbers, NUL or
+            lone surrogates, nested deeper than :data:`MAX_JSON_DEPTH`, or a
             value JSON would change (tuples, non-string keys...).
     """
     try:
-        text = json.dumps(
-            given, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-    except (TypeError, ValueError) as error:
+        return json_text(given)
+    except JsonRefused as refused:
         raise JobInputInvalid(
-            f"{job} input is not JSON-safe ({_kind_of(error)})",
-            fix="pass ids, strings, numbers, booleans, lists and dicts "
-            "(a datetime as .isoformat())",
-            meta={"job": job},
+            f"{job} input {refused.reason}", fix=refused.fix, meta={"job": job}
         ) from None
-    if holds_escaped_nul(text):
-        # PostgreSQL's jsonb cannot store NUL: refuse it here, not at insert.
-        raise JobInputInvalid(
-            f"{job} input contains a NUL character, which JSON columns cannot store",
-            fix="strip NUL characters from strings before enqueueing",
-            meta={"job": job},
-        )
+
+
+class JsonRefused(ValueError):
+    """A value :func:`json_text` refuses; ``reason`` never holds the value."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.fix = fix
+
+
+def json_text(value: Any, *, exact: bool = True) -> str:
+    """Return ``value`` as JSON text PostgreSQL's jsonb can store.
+
+    Args:
+        exact: also refuse a value a JSON round trip would change (a tuple,
+            a non-string key); a step output is stored in its JSON form
+            instead.
+
+    Raises:
+        JsonRefused: not JSON-serialisable, non-finite numbers, NUL, lone
+            surrogates, nested deeper than :data:`MAX_JSON_DEPTH`, or (with
+            ``exact``) not JSON's own form.
+    """
     try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise JobInputInvalid(
-            f"{job} input contains a lone surrogate, which is not valid UTF-8",
-            fix="encode strings as valid UTF-8 before enqueueing",
-            meta={"job": job},
+        text = json.dumps(
+            value, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        )
+    except RecursionError:
+        raise _too_deep() from None
+    except (TypeError, ValueError) as error:
+        raise JsonRefused(
+            f"is not JSON-safe ({_kind_of(error)})",
+            "pass ids, strings, numbers, booleans, lists and dicts "
+            "(a datetime as .isoformat())",
         ) from None
-    if json.loads(text) != given:
-        raise JobInputInvalid(
-            f"{job} input changes in a JSON round trip (a tuple, a non-string key, ...)",
-            fix="pass lists instead of tuples and string keys in dicts",
-            meta={"job": job},
+    # Fewer brackets than the limit cannot nest past it: most values skip
+    # the walk (brackets inside strings only make the guard cautious).
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _too_nested(value):
+        raise _too_deep()
+    if holds_escaped_nul(text):
+        raise JsonRefused(
+            "contains a NUL character, which JSON columns cannot store",
+            "strip NUL characters from strings",
+        )
+    if not storable(text):
+        raise JsonRefused(
+            "contains a lone surrogate, which is not valid UTF-8",
+            "encode strings as valid UTF-8",
+        )
+    if exact and json.loads(text) != value:
+        raise JsonRefused(
+            "changes in a JSON round trip (a tuple, a non-string key, ...)",
+            "pass lists instead of tuples and string keys in dicts",
         )
     return text
+
+
+def _too_deep() -> JsonRefused:
+    return JsonRefused(
+        f"nests lists and dicts more than {MAX_JSON_DEPTH} levels deep",
+        f"flatten the structure to at most {MAX_JSON_DEPTH} levels",
+    )
+
+
+def _too_nested(value: Any) -> bool:
+    """Whether containers nest past :data:`MAX_JSON_DEPTH` (walked without recursion)."""
+    pending: list[tuple[Any, int]] = []
+    if isinstance(value, dict | list | tuple):
+        pending.append((value, 1))
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        children = item.values() if isinstance(item, dict) else item
+        pending.extend(
+            (child, depth + 1)
+            for child in children
+            if isinstance(child, dict | list | tuple)
+        )
+    return False
 
 
 def holds_escaped_nul(text: str) -> bool:
     """Whether JSON ``text`` holds a NUL, which PostgreSQL's jsonb refuses."""
     return _ESCAPED_NUL.search(text) is not None
+
+
+def storable(text: str) -> bool:
+    """Whether PostgreSQL text can hold ``text`` (no NUL, valid UTF-8)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def storable_text(text: str) -> str:
+    """``text`` with each NUL and lone surrogate replaced by U+FFFD.
+
+    For text this app writes on a caller's behalf and may shorten anyway
+    (error messages, stacks, progress notes): refusing it would lose the
+    whole write over one character.
+    """
+    if storable(text):
+        return text
+    return "".join(
+        "\ufffd" if char == "\x00" or "\ud800" <= char <= "\udfff" else char
+        for char in text
+    )
+
+
+def text_problem(
+    value: Any, *, max_chars: int | None = None, max_bytes: int | None = None
+) -> str | None:
+    """Why PostgreSQL cannot store ``value`` as a name or key, else ``None``.
+
+    The answer completes a sentence naming the value ("... is longer than
+    512 bytes in UTF-8") and never quotes it.
+    """
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if "\x00" in value:
+        return "holds a NUL character, which PostgreSQL text cannot store"
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "holds a lone surrogate, which is not valid UTF-8"
+    if max_chars is not None and len(value) > max_chars:
+        return f"is longer than {max_chars} characters"
+    if max_bytes is not None and size > max_bytes:
+        return f"is longer than {max_bytes} bytes in UTF-8"
+    return None
 
 
 def _kind_of(error: Exception) -> str:

@@ -13,9 +13,10 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
-from django_ultimate_jobs import operator
+from django_ultimate_jobs import Retry, operator
 from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest
 from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.testing import run_jobs
 from tests.jobsapp.jobs import noop
 
 pytestmark = pytest.mark.postgres
@@ -128,6 +129,94 @@ def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
     assert LogEntry.objects.get().change_message == (
         "Retried 3 dead tests.noop X_BOOM job(s) (admin)"
     )
+
+
+def test_a_group_of_errors_without_a_message_is_retried_whole(
+    admin_client, pg_driver, declare_jobs
+):
+    """A bare ``RuntimeError()`` is stored as ``RuntimeError``: its group's
+    Retry moves exactly it, not 0 (and not the group beside it)."""
+
+    @declare_jobs("default", "t.admin")(retry=Retry(attempts=1))
+    def bare(ctx, *, n: int = 0, message: str = ""):
+        raise RuntimeError(*([message] if message else []))
+
+    ids = [bare.enqueue(n=n).id for n in range(2)]
+    other = bare.enqueue(message="boom").id
+    run_jobs(queues=["default"], driver=pg_driver)
+    assert {pg_driver.get(i).last_error for i in ids} == {"RuntimeError"}
+    url = reverse("admin:ultimate_jobs_job_dead_letter")
+    assert "Retry these 3" in admin_client.get(url).text
+    group = {"name": "t.admin.bare", "code": "RuntimeError"}
+    assert "3 dead job(s)" in admin_client.post(url, group).text
+    moved = admin_client.post(url, {**group, "confirmed": "yes"}, follow=True)
+    assert "3 dead t.admin.bare RuntimeError job(s) queued again" in moved.text
+    assert {pg_driver.get(i).state for i in (*ids, other)} == {"ready"}
+
+
+def test_a_group_retry_leaves_a_longer_code_alone(admin_client, pg_driver):
+    """``RuntimeError`` and ``RuntimeErrorX`` are two groups."""
+    bare = dead_job(pg_driver, error="RuntimeError")
+    longer = dead_job(pg_driver, error="RuntimeErrorX")
+    url = reverse("admin:ultimate_jobs_job_dead_letter")
+    group = {"name": "tests.noop", "code": "RuntimeError", "confirmed": "yes"}
+    admin_client.post(url, group)
+    assert (pg_driver.get(bare).state, pg_driver.get(longer).state) == (
+        "ready",
+        "dead",
+    )
+
+
+@pytest.mark.parametrize("param", ["queue", "name", "tenant", "state"])
+def test_a_list_filter_holding_a_nul_is_an_invalid_filter_not_a_500(
+    client, staff, pg_driver, param
+):
+    """``?queue=a%00b``: Django's answer to any invalid filter value, a
+    redirect to ``?e=1`` (PostgreSQL refuses NUL in a parameter)."""
+    dead_job(pg_driver)
+    client.force_login(staff)
+    response = client.get(reverse(LIST), {param: "a\x00b"})
+    assert response.status_code == 302
+    assert response["Location"] == f"{reverse(LIST)}?e=1"
+    assert client.get(response["Location"]).status_code == 200
+
+
+def test_a_search_holding_a_nul_is_refused_by_djangos_search_form(
+    client, staff, pg_driver
+):
+    """Django's search field refuses NUL itself: the unsearched list, a message."""
+    dead_job(pg_driver)
+    client.force_login(staff)
+    response = client.get(reverse(LIST), {"q": "a\x00b"})
+    assert response.status_code == 200
+    assert "Null characters are not allowed" in response.text
+
+
+def test_every_page_answers_a_nul_with_a_refusal_not_a_500(admin_client, pg_driver):
+    """Dead letters, queues, cron tasks, the job page: each POST field that
+    reaches a query holds a NUL; each answers a coded message."""
+    job_id = dead_job(pg_driver)
+    pages = {
+        "dead_letter": [
+            {"name": "tests.noop\x00"},
+            {"name": "tests.noop", "code": "X_BOOM\x00", "confirmed": "yes"},
+        ],
+        "queues": [{"queue": "default\x00", "verb": "pause", "confirmed": "yes"}],
+        "cron_tasks": [{"task": "prune\x00", "verb": "pause", "confirmed": "yes"}],
+    }
+    for page, posts in pages.items():
+        url = reverse(f"admin:ultimate_jobs_job_{page}")
+        for data in posts:
+            response = admin_client.post(url, data, follow=True)
+            assert response.status_code == 200, (page, data)
+            assert "X_" in response.text, (page, data)
+    operate = reverse("admin:ultimate_jobs_job_operate", args=[job_id, "retry"])
+    answer = admin_client.post(
+        operate, {"from_step": "a\x00b", "confirmed": "yes"}, follow=True
+    )
+    assert answer.status_code == 200 and "X_STEP_NOT_FOUND" in answer.text
+    assert pg_driver.get(job_id).state == "dead"
+    assert pg_driver.paused_queues() == []
 
 
 def test_queue_pause_and_resume(admin_client, pg_driver):

@@ -28,6 +28,7 @@ from django_ultimate_jobs.ids import uuid7
 from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.registry import unregister
 from tests.jobsapp.jobs import charge, noop
+from tests.support.values import four_byte_text, nested
 
 pytestmark = pytest.mark.postgres
 
@@ -489,6 +490,27 @@ def test_one_bad_input_refuses_the_whole_batch(pg_driver):
     assert job_count() == 0
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"invoice_id": 2, "org_id": "acme", "coupon": SECRET},
+        {"invoice_id": 2, "org_id": f"{SECRET}\x00"},
+        {"invoice_id": 2, "org_id": ""},
+    ],
+    ids=["signature", "nul", "empty-tenant"],
+)
+def test_a_refused_batch_names_the_item(pg_driver, bad):
+    """The refusal says which input, counting from 0, in the message and meta."""
+    good = [{"invoice_id": n, "org_id": "acme"} for n in (1, 3, 4)]
+    with pytest.raises(JobInputInvalid) as caught:
+        charge.enqueue_many([*good[:2], bad, good[2]])
+    error = caught.value
+    assert error.cause.startswith("item 2 of the batch: ")
+    assert error.meta["index"] == 2 and error.meta["job"] == "tests.charge"
+    assert SECRET not in error.render() and SECRET not in repr(error.meta)
+    assert job_count() == 0
+
+
 # -- refused input -----------------------------------------------------------------
 
 
@@ -598,6 +620,109 @@ def test_text_options_postgres_cannot_store_are_refused_with_a_code(pg_driver, o
     else:
         pytest.fail(f"using({options!r}).enqueue() was accepted")
     assert job_count() == 0
+
+
+@pytest.mark.parametrize("depth", [101, 10_000])
+def test_an_input_nested_past_the_limit_is_refused_with_a_code(pg_driver, depth):
+    """Past 100 levels (the top-level input counts): ``X_JOB_INPUT_INVALID``.
+
+    At 10,000 levels the JSON encoder itself used to raise a bare
+    ``RecursionError`` into the caller.
+    """
+    with pytest.raises(JobInputInvalid) as caught:
+        noop.enqueue(tree=nested(depth - 1))
+    assert "more than 100 levels deep" in caught.value.cause
+    assert job_count() == 0
+
+
+def test_an_input_nested_to_the_limit_is_stored_and_read_back(pg_driver):
+    """Exactly 100 levels is accepted, stored by jsonb and decoded unchanged."""
+    answer = noop.enqueue(tree=nested(99))
+    assert Job.objects.get(id=answer.id).input == {"tree": nested(99)}
+
+
+def test_many_brackets_inside_strings_are_not_mistaken_for_depth(pg_driver):
+    """The depth is the value's, not the count of brackets in its text."""
+    answer = noop.enqueue(text="[{" * 500, items=[[1]] * 500)
+    assert Job.objects.get(id=answer.id).input["text"] == "[{" * 500
+
+
+def test_key_and_tenant_limits_are_utf8_bytes_and_the_maximum_fits_the_index(
+    pg_driver,
+):
+    """512 bytes each, with the longest name: stored, and the key dedupes.
+
+    The live-key unique index spans name, tenant and key; at their limits
+    the row fits a btree entry whatever the script.
+    """
+    handle = job(name=four_byte_text(200))(lambda ctx: None)
+    try:
+        options = {
+            "idempotency_key": four_byte_text(128, seed=1),
+            "tenant_id": four_byte_text(128, seed=2),
+        }
+        first = handle.using(**options).enqueue()
+        again = handle.using(**options).enqueue()
+        assert again == Enqueued(first.id, first.run_id, True)
+        row = Job.objects.get(id=first.id)
+        assert (row.idempotency_key, row.tenant_id) == (
+            options["idempotency_key"],
+            options["tenant_id"],
+        )
+    finally:
+        unregister(handle.name)
+
+
+@pytest.mark.parametrize("option", ["idempotency_key", "tenant_id", "actor"])
+def test_text_past_512_utf8_bytes_is_refused_though_under_512_characters(
+    pg_driver, option
+):
+    """129 four-byte characters (516 bytes): ``X_JOB_INPUT_INVALID``, no row.
+
+    Counted in characters, a 512-character key and tenant failed inside the
+    unique index (``index row size ... exceeds btree maximum``) and aborted
+    the caller's transaction.
+    """
+    with pytest.raises(JobInputInvalid) as caught:
+        noop.using(**{option: four_byte_text(129)}).enqueue()
+    assert "longer than 512 bytes in UTF-8" in caught.value.cause
+    assert job_count() == 0
+
+
+def test_512_character_key_and_tenant_of_four_byte_characters_leave_the_transaction_usable(
+    pg_driver,
+):
+    """The issue's case: refused before the insert, the transaction goes on."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        with pytest.raises(JobInputInvalid):
+            noop.using(
+                idempotency_key=four_byte_text(512, seed=1),
+                tenant_id=four_byte_text(512, seed=2),
+            ).enqueue()
+        assert noop.enqueue(n=1).deduped is False
+    assert job_count() == 1
+
+
+def test_an_input_key_named_like_the_context_parameter_is_refused(pg_driver):
+    """``handler(ctx, **input)`` with ``ctx=...``: refused at enqueue, not a
+    ``TypeError`` on every attempt."""
+    with pytest.raises(JobInputInvalid) as caught:
+        noop.enqueue(ctx=1)
+    error = caught.value
+    assert "ctx is the handler's context parameter" in error.cause
+    assert error.meta["reserved"] == ["ctx"]
+    assert job_count() == 0
+
+
+def test_a_positional_only_context_leaves_its_name_free_for_input(pg_driver):
+    """``def handler(ctx, /, **input)``: ``ctx`` can only be the context."""
+    handle = job(name="tests.enqueue.positional-ctx")(lambda ctx, /, **input: input)
+    try:
+        assert handle.enqueue(ctx=1).deduped is False
+    finally:
+        unregister(handle.name)
 
 
 def test_an_empty_derived_key_is_refused(pg_driver, local_jobs):

@@ -60,6 +60,35 @@ def test_retry_requeues_a_finished_job_and_refuses_a_live_one(pg_driver):
     assert pg_driver.get(enqueued.id).attempt == 0
 
 
+def test_retry_from_a_step_the_job_has_not_is_refused_naming_its_steps(
+    pg_driver, clock
+):
+    """``--from-step`` a name the run never recorded: a coded refusal, not a
+    plain retry; the message lists the job's steps."""
+    from django_ultimate_jobs.drivers.steps_base import StepFence, StepRecord
+
+    enqueued = noop.enqueue(n=3)
+    (claimed,) = pg_driver.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    fence = StepFence(claimed.id, claimed.identity)
+    for name in ("fetch", "charge"):
+        record = StepRecord(
+            run_id=claimed.run_id, name=name, status="completed", started_at=clock.now()
+        )
+        pg_driver.steps.put(record, fence)
+        clock.advance(seconds=1)
+    assert pg_driver.ack(AckRequest(job_id=claimed.id, identity=claimed.identity))
+    with pytest.raises(CommandError) as caught:
+        jobs("retry", str(enqueued.id), "--from-step", "chrage")
+    message = str(caught.value)
+    assert message.startswith("X_STEP_NOT_FOUND: the job has no step named 'chrage'")
+    assert "its steps: 'fetch', 'charge'" in message
+    assert pg_driver.get(enqueued.id).state == "done"
+    assert "ready" in jobs("retry", str(enqueued.id), "--from-step", "charge")
+    assert set(pg_driver.steps.list(claimed.run_id)) == {"fetch"}
+
+
 def test_cancel_promote_and_rm(pg_driver):
     """cancel a delayed job, promote another, remove a finished one."""
     delayed = noop.using(delay="1h").enqueue(n=3)

@@ -116,6 +116,36 @@ def test_bad_pages_are_refused(driver, arguments):
     refused("X_JOB_PAGE_INVALID", operator.list_jobs, **arguments)
 
 
+@pytest.mark.parametrize("text", ["a\x00b", "a\ud800"], ids=["nul", "lone-surrogate"])
+@pytest.mark.parametrize("field", ["queue", "name", "tenant", "error_code"])
+def test_filters_postgres_cannot_store_are_refused(driver, field, text):
+    """A NUL or a lone surrogate in a filter: X_JOB_PAGE_INVALID naming the
+    filter, on the listing and on the bulk verbs (never a DataError)."""
+    error = refused("X_JOB_PAGE_INVALID", operator.list_jobs, **{field: text})
+    assert error.meta == {"filter": field}
+    refused("X_JOB_PAGE_INVALID", operator.requeue_many, **{field: text})
+
+
+@pytest.mark.parametrize("text", ["a\x00b", "a\ud800"], ids=["nul", "lone-surrogate"])
+def test_text_arguments_postgres_cannot_store_are_refused(driver, text):
+    """A queue to pause, a cancel reason: X_JOB_INPUT_INVALID, nothing written."""
+    refused("X_JOB_INPUT_INVALID", operator.pause_queue, text)
+    refused("X_JOB_INPUT_INVALID", operator.resume_queue, text)
+    assert operator.stats()["paused"] == []
+    ready = noop.enqueue(n=1)
+    refused("X_JOB_INPUT_INVALID", operator.cancel, str(ready.id), reason=text)
+    assert operator.show(str(ready.id))["state"] == "ready"
+
+
+def test_retry_from_a_step_the_job_never_ran_is_refused(driver):
+    """X_STEP_NOT_FOUND naming the run's steps; the job stays dead."""
+    dead = noop.enqueue(n=1)
+    settle(driver, dead=True)
+    error = refused("X_STEP_NOT_FOUND", operator.retry, str(dead.id), from_step="x")
+    assert error.meta == {"id": str(dead.id), "step": "x", "steps": []}
+    assert operator.show(str(dead.id))["state"] == "dead"
+
+
 def test_list_jobs_pages_with_a_cursor_and_filters(driver):
     """Pages chain through ``next``; the last (short) page answers None."""
     ids = [noop.enqueue(n=n).id for n in range(5)]

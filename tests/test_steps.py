@@ -10,7 +10,9 @@ from django_ultimate_jobs import Retry, publish_event
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.memory import MemoryDriver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
+from django_ultimate_jobs.errors import JobInputInvalid
 from django_ultimate_jobs.testing import run_jobs
+from tests.support.values import four_byte_text, nested
 
 # The Postgres runs need the test database; the memory runs just ignore it.
 pytestmark = pytest.mark.django_db
@@ -37,6 +39,9 @@ def declared(declare_jobs):
 
 def drain(driver):
     return run_jobs(queues=["steps"], driver=driver)
+
+
+NESTED_101 = nested(101)
 
 
 def test_completed_steps_replay_from_storage(driver, declared, clock):
@@ -95,6 +100,139 @@ def test_an_output_json_cannot_hold_is_refused(driver, declared):
     assert execution.outcome == "dead-lettered"
     assert driver.get(enqueued.id).last_error.startswith("X_STEP_OUTPUT_UNSERIALIZABLE")
     assert driver.steps.list(enqueued.id)["set"].status == "failed"
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["card\x00ok", {"note": "lone \ud800"}, {"deep": NESTED_101}],
+    ids=["nul", "lone-surrogate", "too-deep"],
+)
+def test_an_output_jsonb_cannot_store_fails_terminally_after_one_run(
+    driver, declared, output
+):
+    """A NUL (jsonb refuses it), a lone surrogate or 101 levels: checked before
+    the write, X_STEP_OUTPUT_UNSERIALIZABLE, the side effect ran once.
+
+    Unchecked, the insert failed with a raw database error, which was
+    retried: the step's side effect ran again on every attempt.
+    """
+    calls = []
+
+    def charge():
+        calls.append(1)
+        return output
+
+    @declared()
+    def pay(ctx):
+        ctx.step.run("charge", charge)
+
+    enqueued = pay.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "dead-lettered"
+    assert drain(driver) == []
+    assert len(calls) == 1
+    row = driver.get(enqueued.id)
+    assert row.last_error.startswith("X_STEP_OUTPUT_UNSERIALIZABLE: step 'charge'")
+    assert driver.steps.list(enqueued.id)["charge"].status == "failed"
+
+
+def test_a_failed_step_records_an_error_message_postgres_cannot_store(driver, declared):
+    """The message is the app's text: NUL and lone surrogates become U+FFFD."""
+
+    def boom():
+        raise ValueError("bad\x00byte \ud800")
+
+    @declared(retry=Retry(attempts=1))
+    def pay(ctx):
+        ctx.step.run("charge", boom)
+
+    enqueued = pay.enqueue()
+    drain(driver)
+    step = driver.steps.list(enqueued.id)["charge"]
+    assert (step.status, step.error) == ("failed", "ValueError: bad\ufffdbyte \ufffd")
+
+
+BAD_STEP_NAMES = ["", "a\x00b", "a\ud800", four_byte_text(129)]
+
+
+@pytest.mark.parametrize(
+    "name", BAD_STEP_NAMES, ids=["empty", "nul", "lone-surrogate", "516-bytes"]
+)
+def test_a_step_name_postgres_cannot_index_fails_terminally(driver, declared, name):
+    """X_STEP_NAME_INVALID before anything runs or is written (at most 512 bytes)."""
+    calls = []
+
+    @declared()
+    def named(ctx):
+        ctx.step.run(name, calls.append, 1)
+
+    enqueued = named.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "dead-lettered"
+    assert calls == []
+    assert driver.get(enqueued.id).last_error.startswith("X_STEP_NAME_INVALID")
+    assert driver.steps.list(enqueued.id) == {}
+
+
+@pytest.mark.parametrize(
+    ("event", "key"),
+    [("a\x00b", None), ("a\ud800", None), ("e" * 201, None), ("e", "k\x00")],
+    ids=["nul-name", "surrogate-name", "long-name", "nul-key"],
+)
+def test_a_wait_on_an_event_publish_would_refuse_fails_terminally(
+    driver, declared, event, key
+):
+    """The wait checks its event name and key as publish_event does."""
+
+    @declared()
+    def waits(ctx):
+        ctx.step.wait_for_event("w", event, key=key)
+
+    enqueued = waits.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "dead-lettered"
+    assert driver.get(enqueued.id).last_error.startswith("X_JOB_INPUT_INVALID")
+    assert driver.steps.list(enqueued.id) == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "key", "payload"),
+    [
+        ("a\x00b", None, None),
+        ("a\ud800", None, None),
+        ("e" * 201, None, None),
+        ("e", "k\x00", None),
+        ("e", "k\ud800", None),
+        ("e", four_byte_text(129), None),
+        ("e", None, {"note": "a\x00b"}),
+        ("e", None, nested(101)),
+    ],
+    ids=[
+        "nul-name",
+        "surrogate-name",
+        "long-name",
+        "nul-key",
+        "surrogate-key",
+        "516-byte-key",
+        "nul-payload",
+        "deep-payload",
+    ],
+)
+def test_publish_refuses_what_postgres_cannot_store_with_a_code(
+    driver, clock, name, key, payload
+):
+    """X_JOB_INPUT_INVALID before the insert, never a DataError or
+    UnicodeEncodeError from the driver; nothing is published."""
+    try:
+        publish_event(name, payload, key=key)
+    except JobInputInvalid:
+        pass
+    except Exception as error:
+        pytest.fail(f"BUG: raised {type(error).__name__} ({error}), not a coded error")
+    else:
+        pytest.fail("the publish was accepted")
+    clock.advance(days=8)  # past the default ttl: anything published expires
+    assert driver.events.purge_expired() == 0
 
 
 def test_a_sleep_suspends_without_spending_an_attempt(driver, declared, clock):

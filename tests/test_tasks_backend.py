@@ -60,6 +60,7 @@ from django_ultimate_jobs.tasks.errors import TaskInputInvalid
 from django_ultimate_jobs.tasks.payload import TaskPayload
 from django_ultimate_jobs.tasks.policy import TaskPolicy
 from django_ultimate_jobs.testing import run_jobs
+from tests.support.values import nested
 from tests.support.workers import REPO_ROOT, subprocess_env
 from tests.tasksapp import tasks
 
@@ -405,6 +406,15 @@ def test_arguments_json_cannot_hold_are_refused(pg_driver, args, kwargs):
         tasks.echo.enqueue(*args, **kwargs)
     assert isinstance(raised.value, TypeError)
     assert isinstance(raised.value, JobInputInvalid)
+    assert raised.value.code == "X_JOB_INPUT_INVALID"
+    assert drain() == []
+
+
+@pytest.mark.parametrize("depth", [101, 10_000])
+def test_arguments_nested_too_deep_are_refused_with_a_code(pg_driver, depth):
+    """Past 100 levels, X_JOB_INPUT_INVALID; never a bare RecursionError."""
+    with pytest.raises(TaskInputInvalid) as raised:
+        tasks.echo.enqueue(nested(depth))
     assert raised.value.code == "X_JOB_INPUT_INVALID"
     assert drain() == []
 

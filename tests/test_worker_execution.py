@@ -318,6 +318,52 @@ def test_progress_is_stored_before_the_settle(pg_driver, declared):
     assert len(progress["note"]) == 200
 
 
+def test_a_progress_note_postgres_cannot_store_is_kept_with_u_fffd(pg_driver, declared):
+    """NUL and lone surrogates in a note become U+FFFD; the report lands.
+
+    The note is the app's text, cut anyway: one bad character must not
+    lose the report (or abort a transaction the body holds open).
+    """
+    from django.db import transaction
+
+    @declared()
+    def reporting(ctx):
+        with transaction.atomic():
+            ctx.progress(1, 2, note="half\x00way \ud800")
+            ctx.flush_progress()
+            # Read in the same transaction: it must still be usable.
+            return pg_driver.get(ctx.job_id).progress["note"]
+
+    enqueued = reporting.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "completed"
+    assert execution.result == "half\ufffdway \ufffd"
+    assert pg_driver.get(enqueued.id).state == "done"
+
+
+def test_an_error_message_postgres_cannot_store_still_settles_the_job(
+    pg_driver, declared
+):
+    """``ValueError("a\\x00b")`` dead-letters with U+FFFD in its text.
+
+    Sent as is, the NUL (or a lone surrogate) failed the settle: the row
+    stayed running until its lease lapsed, and the job ran again.
+    """
+
+    @declared(retry=Retry(attempts=1))
+    def boom(ctx):
+        raise ValueError("card\x00number \ud800")
+
+    enqueued = boom.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.landed is True
+    row = pg_driver.get(enqueued.id)
+    assert row.state == "dead"
+    assert row.last_error == "ValueError: card\ufffdnumber \ufffd"
+    assert "card\ufffdnumber" in row.last_error_stack
+    assert row.history[-1]["error"] == row.last_error
+
+
 def test_unknown_job_names_are_parked_without_spending_an_attempt(
     pg_driver, declared, clock
 ):

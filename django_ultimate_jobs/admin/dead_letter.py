@@ -27,7 +27,12 @@ _RECENT = 25
 
 
 class _ErrorCode(Func):
-    """``split_part(last_error, ':', 1)``: ``X_CODE`` of ``X_CODE: cause``."""
+    """``split_part(last_error, ':', 1)``: ``X_CODE`` of ``X_CODE: cause``.
+
+    An error without a message has no colon: ``RuntimeError`` is its own
+    group. The operator's ``error_code`` filter matches the same expression,
+    so a group's retry moves exactly the group.
+    """
 
     function = "split_part"
     output_field = TextField()
@@ -40,7 +45,7 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
         return _retry_group(model_admin, request)
     dead = Job.objects.filter(state="dead")
     groups = (
-        dead.annotate(code=_ErrorCode(F("last_error"), Value(":"), Value(1)))
+        dead.annotate(code=_code())
         .values("name", "code")
         .annotate(count=Count("id"), latest=Max("updated_at"))
         .order_by("name", "-count")
@@ -68,10 +73,16 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
     code = request.POST.get("code") or None
     group = f"{name} {code}" if code else name
     here = reverse("admin:ultimate_jobs_job_dead_letter")
+    try:
+        # Refuses text PostgreSQL cannot hold before any query meets it.
+        operator.job_filter(state="dead", name=name, error_code=code)
+    except JobsError as error:
+        messages.error(request, error.render())
+        return HttpResponseRedirect(here)
     if not is_confirmed(request):
         dead = Job.objects.filter(state="dead", name=name)
         if code:
-            dead = dead.filter(last_error__startswith=f"{code}:")
+            dead = dead.annotate(code=_code()).filter(code=code)
         return confirmation(
             request,
             {
@@ -102,3 +113,7 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
         f"{moved['remaining']} remaining.",
     )
     return HttpResponseRedirect(here)
+
+
+def _code() -> _ErrorCode:
+    return _ErrorCode(F("last_error"), Value(":"), Value(1))

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from ..conf import jobs_settings
 from ..registry import registered_jobs
 from ..states import JobState
+from ..validation import storable
 
 __all__ = ["NameFilter", "QueueFilter", "StateFilter", "TenantFilter"]
 
@@ -24,9 +26,20 @@ class _ExactFilter(admin.SimpleListFilter):
     field = ""
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-        """Filter on the field when a value is chosen."""
+        """Filter on the field when a value is chosen.
+
+        Raises:
+            IncorrectLookupParameters: the value holds a NUL or a lone
+                surrogate, which PostgreSQL refuses as a parameter; the
+                changelist answers it as Django does any invalid filter
+                (a redirect to ``?e=1``), not with a 500.
+        """
         value = self.value()
-        return queryset.filter(**{self.field: value}) if value else queryset
+        if not value:
+            return queryset
+        if not storable(value):
+            raise IncorrectLookupParameters(f"the {self.parameter_name} filter")
+        return queryset.filter(**{self.field: value})
 
 
 class StateFilter(_ExactFilter):

@@ -310,7 +310,8 @@ class JobFilter:
     created_to: datetime | None = None
     """Exclusive."""
     error_code: str | None = None
-    """Rows whose last error is ``<error_code>: ...`` (the dead-letter groups)."""
+    """Rows whose last error's text before its first colon is ``error_code``
+    (the dead-letter groups: ``X_CODE: ...``, or a bare ``RuntimeError``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,8 +410,13 @@ class JobDriver(Protocol):
     def requeue(self, job_id: UUID, *, from_step: str | None = None) -> JobRecord:
         """Make a finished job ready again (attempt 0, due now).
 
+        With ``from_step``, that step and the steps started after it are
+        dropped (they run again); a name the run has no step of is refused,
+        whatever it holds, and nothing moves.
+
         Raises:
             JobNotFound, JobNotRequeueable, JobDuplicate.
+            StepNotFound: see :func:`step_not_found`.
         """
         ...
 

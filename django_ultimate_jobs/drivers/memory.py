@@ -70,7 +70,7 @@ from .memory_rows import (
     truncate_ms,
 )
 from .memory_steps import EventRow, MemoryEvents, MemorySteps
-from .steps_base import StepRecord
+from .steps_base import StepRecord, step_not_found
 
 __all__ = ["MemoryDriver"]
 
@@ -411,6 +411,9 @@ class MemoryDriver(MemoryCron):
                     f"the job is {row.state}; only finished jobs can be retried",
                     meta={"id": str(job_id), "state": row.state},
                 )
+            steps = self._steps.get(row.run_id, {})
+            if from_step is not None and from_step not in steps:
+                raise step_not_found(job_id, from_step, steps.values())
             self._jobs.move(row, JobState.READY)
             row.attempt = 0
             row.run_at = row.updated_at = now
@@ -424,11 +427,8 @@ class MemoryDriver(MemoryCron):
     def _drop_steps(self, run_id: UUID, from_step: str) -> None:
         # The target and every step that started after it; a step sharing
         # the target's start millisecond is kept unless it is the target.
-        steps = self._steps.get(run_id, {})
-        target = steps.get(from_step)
-        if target is None:
-            return
-        pivot = truncate_ms(target.started_at)
+        steps = self._steps[run_id]
+        pivot = truncate_ms(steps[from_step].started_at)
         for name in [n for n, s in steps.items() if truncate_ms(s.started_at) > pivot]:
             del steps[name]
         del steps[from_step]

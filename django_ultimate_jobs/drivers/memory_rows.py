@@ -9,7 +9,6 @@ beside it.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -17,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from ..states import LIVE_STATES, JobState, parse_state
+from ..validation import json_text
 from .base import (
     MAX_ERROR_STACK_LENGTH,
     ClaimedJob,
@@ -36,6 +36,7 @@ __all__ = [
     "add_to_bucket",
     "bounded_stack",
     "dump_json",
+    "error_code",
     "fold_counters",
     "load_json",
     "matches",
@@ -281,23 +282,15 @@ class WorkerRegistry:
         ]
 
 
-# A JSON-escaped NUL character (an unescaped backslash, then u0000).
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
 def dump_json(value: Any) -> str:
     """Encode ``value`` as the Postgres driver binds JSON, refusing what the
     bind or jsonb would refuse there.
 
     Raises:
-        TypeError, ValueError: not JSON-safe, a lone surrogate (not UTF-8)
-            or a NUL character (which jsonb refuses).
+        JsonRefused: a ``ValueError``; see
+            :func:`~django_ultimate_jobs.validation.json_text`.
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    text.encode("utf-8")
-    if _JSON_NUL.search(text):
-        raise ValueError("JSON text holding a NUL character (jsonb refuses \\u0000)")
-    return text
+    return json_text(value, exact=False)
 
 
 def load_json(text: str | None) -> Any:
@@ -311,7 +304,7 @@ def result_json(value: Any) -> str | None:
         return None
     try:
         return dump_json(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
@@ -334,11 +327,17 @@ def matches(row: JobRow, where: JobFilter) -> bool:
         and (where.id_max is None or row.id.int <= where.id_max.int)
         and (where.created_from is None or row.created_at >= where.created_from)
         and (where.created_to is None or row.created_at < where.created_to)
-        and (
-            where.error_code is None
-            or (row.last_error or "").startswith(f"{where.error_code}:")
-        )
+        and (where.error_code is None or error_code(row.last_error) == where.error_code)
     )
+
+
+def error_code(last_error: str | None) -> str | None:
+    """``split_part(last_error, ':', 1)``: what the dead-letter page groups by.
+
+    ``X_CODE`` of ``X_CODE: cause``, ``ValueError`` of ``ValueError: ...``,
+    and the whole text of an error without a message (``RuntimeError``).
+    """
+    return None if last_error is None else last_error.split(":", 1)[0]
 
 
 def truncate_ms(instant: datetime) -> datetime:

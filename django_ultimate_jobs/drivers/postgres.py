@@ -8,7 +8,6 @@ one round trip unless its docstring says otherwise.
 
 from __future__ import annotations
 
-import re
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,7 +31,8 @@ from ..errors import (
     JobNotRequeueable,
 )
 from ..ids import uuid7
-from ..states import JobState, parse_state
+from ..states import FINISHED_STATES, JobState, parse_state
+from ..validation import JsonRefused, json_text, storable, storable_text
 from .base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
@@ -60,6 +60,7 @@ from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
+from .steps_base import step_not_found
 
 __all__ = ["PostgresDriver"]
 
@@ -69,9 +70,6 @@ _ENQUEUE_ROUNDS = 2
 _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
-# A JSON-escaped NUL character (an unescaped backslash, then u0000): jsonb
-# refuses it ("unsupported Unicode escape sequence").
-_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 MAX_WORKER_IN_FLIGHT = 100
 
 
@@ -365,8 +363,11 @@ class PostgresDriver(PostgresCron):
                 "counts_as_attempt": request.counts_as_attempt,
                 "delay_ms": request.delay_ms,
                 "run_at": request.run_at,
-                "error": request.error,
-                "stack": _bounded_stack(request.stack),
+                # An exception's message is the app's text: a NUL or a lone
+                # surrogate in it must not fail the settle (the job would
+                # stay running until its lease lapsed, then run again).
+                "error": _storable(request.error),
+                "stack": _storable(_bounded_stack(request.stack)),
                 "outcome": _nack_outcome(request),
                 "duration_ms": request.duration_ms,
             },
@@ -451,8 +452,14 @@ class PostgresDriver(PostgresCron):
 
     def requeue(self, job_id: UUID, *, from_step: str | None = None) -> JobRecord:
         """Make a finished job ready again (attempt 0, due now)."""
+        step = from_step
+        if step is not None and not storable(step):
+            # PostgreSQL refuses the parameter; no step can hold it either,
+            # nor be named "" (step names are non-empty), so "" is refused
+            # as unknown, after the same checks as any other name.
+            step = ""
         try:
-            rows = self._rows("job_requeue", {"id": job_id, "from_step": from_step})
+            rows = self._rows("job_requeue", {"id": job_id, "from_step": step})
         except IntegrityError as error:
             # A live job took the key between the holder check and the write.
             raise JobDuplicate(
@@ -462,7 +469,7 @@ class PostgresDriver(PostgresCron):
             ) from error
         if not rows:
             raise JobNotFound("no job has that id", meta={"id": str(job_id)})
-        state, moved, holder = rows[0][0], rows[0][1], rows[0][2]
+        state, moved, holder, step_known, run_id = rows[0][:5]
         if moved:
             record = self.get(job_id)
             assert record is not None
@@ -473,6 +480,9 @@ class PostgresDriver(PostgresCron):
                 fix=f"python manage.py jobs show {holder}",
                 meta={"id": str(job_id), "holder": str(holder)},
             )
+        if not step_known and parse_state(state) in FINISHED_STATES:
+            assert from_step is not None
+            raise step_not_found(job_id, from_step, self.steps.list(run_id).values())
         raise JobNotRequeueable(
             f"the job is {parse_state(state).value}; only finished jobs can be retried",
             meta={"id": str(job_id), "state": state},
@@ -647,14 +657,18 @@ def _result_json(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL: either
-        # would fail the whole ack (the job would re-run), so such a result
-        # is dropped like any other that is not JSON-safe.
-        text = _json(value)
-        text.encode("utf-8")
-    except (TypeError, ValueError):
+        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL, and a
+        # deep enough value fails to encode: each would fail the whole ack
+        # (the job would re-run), so such a result is dropped like any
+        # other that is not JSON-safe.
+        json_text(value, exact=False)
+    except JsonRefused:
         return None
-    return None if _JSON_NUL.search(text) else text
+    return _json(value)  # whole floats past 1e16 stay floats (see .jsonb)
+
+
+def _storable(text: str | None) -> str | None:
+    return None if text is None else storable_text(text)
 
 
 def _bounded_stack(stack: str | None) -> str | None:

@@ -8,11 +8,13 @@ attempt's claim, exactly like a settle: a write whose fence fails raises
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from ..errors import StepNotFound
 from .base import ClaimIdentity
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "StepRecord",
     "StepStore",
     "WaitMark",
+    "step_not_found",
 ]
 
 STEP_STATUSES = frozenset({"completed", "sleeping", "waiting", "failed"})
@@ -122,3 +125,20 @@ class EventStore(Protocol):
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
         ...
+
+
+def step_not_found(
+    job_id: UUID, step: str, records: Iterable[StepRecord]
+) -> StepNotFound:
+    """The refusal of a requeue from a step the job's run never recorded.
+
+    Names the run's steps, in the order they started, in the message and
+    in ``meta["steps"]``.
+    """
+    names = [r.name for r in sorted(records, key=lambda r: (r.started_at, r.name))]
+    listed = ", ".join(map(repr, names)) if names else "none"
+    return StepNotFound(
+        f"the job has no step named {step!r}; its steps: {listed}",
+        fix=f"python manage.py jobs retry {job_id} --from-step <one of its steps>",
+        meta={"id": str(job_id), "step": step, "steps": names},
+    )

@@ -10,17 +10,36 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ..drivers.base import BulkResult, JobFilter
 from ..ids import uuid7
 from ..states import JobState
 
+if TYPE_CHECKING:
+    from .conformance import Lane
+
 __all__ = ["BulkConformance"]
 
 
 def _ascending_ids(count: int) -> list[UUID]:
     return sorted(uuid7() for _ in range(count))
+
+
+def _dead_letters(lane: Lane, errors: list[str]) -> list[UUID]:
+    """One dead job of ``lane`` per error, ids ascending."""
+    ids = _ascending_ids(len(errors))
+    for job_id, error in zip(ids, errors, strict=True):
+        lane.enqueue(id=job_id)
+        lane.nack(lane.claim_one(), dead_letter=True, error=error)
+    return ids
+
+
+def _dead_group(lane: Lane, code: str) -> JobFilter:
+    return JobFilter(
+        queue=lane.queue, states=frozenset({JobState.DEAD}), error_code=code
+    )
 
 
 class BulkConformance:
@@ -91,19 +110,10 @@ class BulkConformance:
 
     def test_requeue_many_by_error_code(self, lane, driver):
         """An error code narrows a bulk requeue to that dead-letter group."""
-        declined, timeout, prefix_only = _ascending_ids(3)
-        for job_id, error in (
-            (declined, "X_DECLINED: card"),
-            (timeout, "X_TIMEOUT: slow"),
-            (prefix_only, "X_DECLINED_TWICE: card"),
-        ):
-            lane.enqueue(id=job_id)
-            lane.nack(lane.claim_one(), dead_letter=True, error=error)
-        where = JobFilter(
-            queue=lane.queue,
-            states=frozenset({JobState.DEAD}),
-            error_code="X_DECLINED",
+        declined, timeout, prefix_only = _dead_letters(
+            lane, ["X_DECLINED: card", "X_TIMEOUT: slow", "X_DECLINED_TWICE: card"]
         )
+        where = _dead_group(lane, "X_DECLINED")
         listed = driver.list_jobs(where, before=None, limit=10)
         assert [r.id for r in listed] == [declined]
         assert driver.requeue_many(where, limit=10) == BulkResult(1, 0)
@@ -112,6 +122,21 @@ class BulkConformance:
             JobState.DEAD,
             JobState.DEAD,
         ]
+
+    def test_requeue_many_by_an_error_without_a_message(self, lane, driver):
+        """A bare ``RuntimeError()`` (stored without a colon) is in its group.
+
+        The group is the text before the first colon, or the whole error
+        when it has none; ``RuntimeErrorX`` is another group.
+        """
+        bare, with_message, longer = _dead_letters(
+            lane, ["RuntimeError", "RuntimeError: boom", "RuntimeErrorX"]
+        )
+        where = _dead_group(lane, "RuntimeError")
+        listed = driver.list_jobs(where, before=None, limit=10)
+        assert [r.id for r in listed] == [with_message, bare]
+        assert driver.requeue_many(where, limit=10) == BulkResult(2, 0)
+        assert lane.row(longer).state is JobState.DEAD
 
     def test_remove_many_skips_running(self, lane, driver, put_step, step_names):
         """Remove deletes oldest first, never a running row, with its steps."""

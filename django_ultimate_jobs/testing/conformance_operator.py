@@ -145,9 +145,37 @@ class OperatorConformance(BulkConformance):
         lane.ack(job)
         driver.requeue(enqueued.id, from_step="charge")
         assert step_names(job.run_id) == {"fetch", "twin"}
-        lane.ack(lane.claim_one())
-        driver.requeue(enqueued.id, from_step="missing")
-        assert step_names(job.run_id) == {"fetch", "twin"}
+
+    def test_requeue_from_an_unknown_step_is_refused(
+        self, lane, driver, clock, put_step, step_names
+    ):
+        """A step the run never recorded: X_STEP_NOT_FOUND naming its steps.
+
+        Not a plain retry: nothing moves and no step is dropped, whatever
+        the name holds (text PostgreSQL cannot store included).
+        """
+        enqueued = lane.enqueue()
+        job = lane.claim_one()
+        for offset, name in enumerate(("fetch", "charge")):
+            put_step(job.run_id, name, clock.now() + timedelta(seconds=offset))
+        lane.nack(job, dead_letter=True, error="X_BOOM: no")
+        for unknown in ("missing", "fetch\x00", "charge\ud800"):
+            error = lane.refused(
+                "X_STEP_NOT_FOUND", driver.requeue, enqueued.id, from_step=unknown
+            )
+            assert error.meta["steps"] == ["fetch", "charge"]
+            assert "'fetch', 'charge'" in error.cause
+            assert lane.row(enqueued.id).state is JobState.DEAD
+            assert step_names(job.run_id) == {"fetch", "charge"}
+        bare = lane.sibling("bare")
+        stepless = bare.enqueue()
+        bare.ack(bare.claim_one())
+        error = lane.refused(
+            "X_STEP_NOT_FOUND", driver.requeue, stepless.id, from_step="any"
+        )
+        assert error.meta["steps"] == [] and "its steps: none" in error.cause
+        assert driver.requeue(enqueued.id, from_step="charge").state is JobState.READY
+        assert step_names(job.run_id) == {"fetch"}
 
     def test_promote_waiting_job(self, lane, driver, clock):
         """Promote makes a delayed or backing-off job due now and claimable."""

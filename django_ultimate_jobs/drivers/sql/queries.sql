@@ -483,7 +483,7 @@ SELECT (SELECT count(*) FROM moved) AS affected,
        AND (%(created_to)s::timestamptz IS NULL
             OR j.created_at < %(created_to)s::timestamptz)
        AND (%(error_code)s::text IS NULL
-            OR starts_with(j.last_error, %(error_code)s::text || ':'))
+            OR split_part(j.last_error, ':', 1) = %(error_code)s::text)
 
 
 -- name: job_list
@@ -666,14 +666,19 @@ SELECT (SELECT count(*) FROM removed) AS affected,
 -- Make a finished job ready again: attempt 0, due now, lease columns
 -- cleared, its run kept (earlier steps replay). With from_step, delete that
 -- step and every step that started after it (a step sharing the target's
--- start millisecond is kept unless it is the target). Nothing is deleted
--- when the requeue does not land. A live job holding the same key refuses
--- the requeue (the caller names it). Answers the state before the write.
+-- start millisecond is kept unless it is the target); a from_step the run
+-- has no step of refuses the requeue. Nothing is deleted when the requeue
+-- does not land. A live job holding the same key refuses the requeue (the
+-- caller names it). Answers the state before the write.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), target AS (
     SELECT id, state, run_id, name, tenant_id, idempotency_key
       FROM ultimate_jobs_job WHERE id = %(id)s FOR UPDATE
+), known AS (
+    SELECT %(from_step)s::text IS NULL OR EXISTS (
+               SELECT 1 FROM ultimate_jobs_step s, target t
+                WHERE s.run_id = t.run_id AND s.name = %(from_step)s::text) AS step
 ), holder AS (
     SELECT h.id
       FROM ultimate_jobs_job h, target t
@@ -688,7 +693,7 @@ WITH clock AS (
            claimed_by = NULL, updated_at = clock.now
       FROM target t, clock
      WHERE j.id = t.id AND t.state IN ('done', 'failed', 'dead', 'cancelled')
-       AND NOT EXISTS (SELECT 1 FROM holder)
+       AND NOT EXISTS (SELECT 1 FROM holder) AND (SELECT step FROM known)
     RETURNING j.run_id, j.queue
 ), pivot AS (
     SELECT date_trunc('milliseconds', s.started_at) AS started
@@ -705,6 +710,7 @@ WITH clock AS (
     SELECT pg_notify('ultimate_jobs_wake', queue) FROM moved
 )
 SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT id FROM holder) AS holder,
+       (SELECT step FROM known) AS step_known, t.run_id,
        (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM woke)
   FROM target t;
 
