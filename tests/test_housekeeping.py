@@ -58,3 +58,12 @@ def test_a_bad_housekeeping_queue_is_refused(value):
 
     with pytest.raises(SettingsInvalid, match="HOUSEKEEPING_QUEUE"):
         parse_settings({"HOUSEKEEPING_QUEUE": value})
+
+
+def test_a_tasks_backend_may_use_the_housekeeping_queue_unwarned(pg_driver):
+    """W103 names the queues no runjobs claims: the housekeeping queue is claimed."""
+    from django_ultimate_jobs.backends import UltimateJobsBackend
+
+    found = UltimateJobsBackend("x", {"QUEUES": ["default", "ultimate_jobs", "sms"]})
+    (warning,) = found.check()
+    assert "allows the queues sms, which" in warning.msg
