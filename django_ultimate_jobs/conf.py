@@ -16,8 +16,10 @@ from typing import Any
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
 
-__all__ = ["JobsSettings", "jobs_settings"]
+__all__ = ["DEFAULT_HOUSEKEEPING_QUEUE", "JobsSettings", "jobs_settings"]
 
+DEFAULT_HOUSEKEEPING_QUEUE = "ultimate_jobs"
+"""The queue of the built-in jobs (retention, partitions) unless set."""
 _DEFAULT_REDACT = ("password", "secret", "token", "api_key", "authorization")
 
 
@@ -28,6 +30,7 @@ class JobsSettings:
     driver: str = "postgres"
     database: str = "default"
     queues: tuple[str, ...] = ("default",)
+    housekeeping_queue: str = DEFAULT_HOUSEKEEPING_QUEUE
     concurrency: int = 8
     visibility_timeout_ms: int = 30_000
     heartbeat_interval_ms: int = 10_000
@@ -65,6 +68,7 @@ _OTHER_KEYS = {
     "DRIVER",
     "DATABASE",
     "QUEUES",
+    "HOUSEKEEPING_QUEUE",
     "WAKE",
     "PREPARE",
     "REDACT_KEYS",
@@ -111,6 +115,10 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
             raise SettingsInvalid(
                 "ULTIMATE_JOBS['QUEUES'] must name at least one queue"
             )
+    if "HOUSEKEEPING_QUEUE" in raw:
+        values["housekeeping_queue"] = _queue_name(
+            "HOUSEKEEPING_QUEUE", raw["HOUSEKEEPING_QUEUE"]
+        )
     for key in ("WAKE", "PREPARE"):
         if key in raw:
             if not isinstance(raw[key], bool):
@@ -172,6 +180,22 @@ def _names(key: str, value: Any) -> tuple[str, ...]:
     ):
         raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be a list of names")
     return tuple(value)
+
+
+def _queue_name(key: str, value: Any) -> str:
+    # The rules of @job(queue=...): a name a job could be declared with.
+    if (
+        not isinstance(value, str)
+        or not value
+        or value != value.strip()
+        or len(value) > 200
+        or not value.isprintable()
+    ):
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] must be a queue name: a non-empty string of at "
+            "most 200 printable characters, without surrounding spaces"
+        )
+    return value
 
 
 @cache

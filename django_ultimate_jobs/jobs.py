@@ -63,7 +63,7 @@ class JobHandle(Generic[R]):
         func: Callable[..., R],
         *,
         name: str,
-        queue: str,
+        queue: str | Callable[[], str],
         retry: Retry,
         timeout_ms: int | None,
         step_timeout_ms: int | None,
@@ -77,7 +77,7 @@ class JobHandle(Generic[R]):
     ) -> None:
         self.func = func
         self.name = name
-        self.queue = queue
+        self._queue = queue
         self.retry = retry
         self.timeout_ms = timeout_ms
         self.step_timeout_ms = step_timeout_ms
@@ -95,6 +95,29 @@ class JobHandle(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<JobHandle {self.name} queue={self.queue}>"
+
+    @property
+    def queue(self) -> str:
+        """The queue its runs go to (``using(queue=...)`` overrides it per call).
+
+        A queue declared as a function is asked at each use, so it can follow
+        a setting (the built-in jobs' ``HOUSEKEEPING_QUEUE``).
+
+        Raises:
+            JobDeclarationInvalid: the function answered no valid queue name.
+        """
+        if not callable(self._queue):
+            return self._queue
+        name = self._queue()
+        _check_name(
+            "queue",
+            name,
+            lambda cause: JobDeclarationInvalid(
+                f"the queue= function of {self.name} answered {name!r}: {cause}",
+                meta={"job": self.name},
+            ),
+        )
+        return name
 
     # -- enqueue -------------------------------------------------------------
 
@@ -357,7 +380,7 @@ def job(
     func: Callable[..., R] | None = None,
     *,
     name: str | None = None,
-    queue: str = DEFAULT_QUEUE,
+    queue: str | Callable[[], str] = DEFAULT_QUEUE,
     retry: Retry | None = None,
     timeout: DurationInput | None = None,
     step_timeout: DurationInput | None = None,
@@ -373,7 +396,8 @@ def job(
     Args:
         name: the durable name (default ``"<module>.<qualname>"``); pin it
             so renaming the function does not orphan queued rows.
-        queue: the queue workers claim it from.
+        queue: the queue workers claim it from, or a function answering it,
+            asked at each enqueue (a reusable app's own setting, say).
         retry: the :class:`Retry` policy (default 3 attempts, exponential).
         timeout: a whole-attempt deadline (cancel first, then fail).
         step_timeout: a ceiling for one durable step.
@@ -404,7 +428,8 @@ def job(
             return JobDeclarationInvalid(message)
 
         _collect(problems, lambda: _check_name("name", job_name, refuse))
-        _collect(problems, lambda: _check_name("queue", queue, refuse))
+        if not callable(queue):
+            _collect(problems, lambda: _check_name("queue", queue, refuse))
         _collect(problems, lambda: _check_priority(priority, refuse))
         policy = retry if retry is not None else Retry()
         if not isinstance(policy, Retry):

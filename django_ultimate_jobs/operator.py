@@ -48,6 +48,7 @@ __all__ = [
     "BulkScope",
     "ListFilters",
     "cancel",
+    "count",
     "counters",
     "list_jobs",
     "parse_job_id",
@@ -348,6 +349,22 @@ def stats() -> dict[str, Any]:
     }
 
 
+def count(
+    *, states: str | Iterable[str] | None = None, **scope: Unpack[BulkScope]
+) -> int:
+    """How many jobs match: one ``count(*)``, for health checks and scripts.
+
+    ``states`` is one state name or several (``None``: any), matched on the
+    stored state as :func:`list_jobs` filters it; ``scope`` narrows by queue,
+    name, tenant or error code. Unlike :func:`stats` it splits nothing by due
+    time, so a retry waiting out its backoff counts as ``ready``.
+
+    Raises:
+        JobPageInvalid: an unknown state (before any statement).
+    """
+    return get_driver().count(job_filter(state=states, **scope))
+
+
 def workers() -> list[dict[str, Any]]:
     """Live worker processes."""
     return [_worker(w) for w in get_driver().workers()]
@@ -361,7 +378,8 @@ def _states(state: str | Iterable[str] | None) -> frozenset[JobState] | None:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise JobPageInvalid(
-            f"unknown state {unknown[0]!r} (one of {', '.join(known)})",
+            f"unknown state {unknown[0]!r}",
+            fix=f"pass one of {', '.join(known)}",
             meta={"state": unknown[0]},
         )
     return frozenset(known[n] for n in names)

@@ -233,6 +233,15 @@ def test_queue_pause_and_resume(admin_client, pg_driver):
     assert pg_driver.paused_queues() == []
 
 
+def test_the_queues_page_lists_the_housekeeping_queue_while_empty(
+    admin_client, pg_driver
+):
+    """Every worker serves ultimate_jobs: the page offers it (to pause) before any row."""
+    page = admin_client.get(reverse("admin:ultimate_jobs_job_queues")).text
+    assert 'id="uj-queue-ultimate_jobs"' in page
+    assert 'id="uj-queue-default"' in page
+
+
 def test_a_large_list_never_counts_the_whole_table(admin_client, pg_driver):
     """Past 10,000 rows the count is capped and then estimated, never COUNT(*)."""
     from django.db import connection

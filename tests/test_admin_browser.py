@@ -22,6 +22,7 @@ from django.contrib.auth.models import Permission, User
 from django_ultimate_jobs import Retry, job, operator
 from django_ultimate_jobs.errors import JobsError, RetryClass
 from django_ultimate_jobs.testing import run_jobs
+from tests.support.example import Demo, scratch_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -105,11 +106,11 @@ def _detached(element):
 
 
 class Admin:
-    """The browser pointed at the live server's admin, with small verbs."""
+    """The browser pointed at a server's admin (and shop), with small verbs."""
 
-    def __init__(self, browser, live_server):
+    def __init__(self, browser, base):
         self.browser = browser
-        self.base = live_server.url
+        self.base = base
 
     def open(self, path):
         self.browser.get(self.base + path)
@@ -150,6 +151,33 @@ class Admin:
     def text(self, css="body"):
         return self.find(css).text
 
+    def wait_for_text(self, css, expected, *, timeout=WAIT_S, reload=False):
+        """Wait until the text of ``css`` is ``expected``, as a worker moves on.
+
+        The page may be replaced meanwhile (the shop's order page reloads
+        itself every 2 s); ``reload`` refreshes pages that do not.
+        """
+        from selenium.common.exceptions import TimeoutException, WebDriverException
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        seen = []
+
+        def shows(driver):
+            try:
+                if reload:
+                    driver.refresh()
+                seen[:] = [driver.find_element("css selector", css).text]
+            except WebDriverException:
+                return False
+            return seen[0] == expected
+
+        try:
+            WebDriverWait(self.browser, timeout, poll_frequency=0.5).until(shows)
+        except TimeoutException:
+            raise AssertionError(
+                f"{css} never showed {expected!r} in {timeout} s (last: {seen})"
+            ) from None
+
     def shot(self, name):
         if os.environ.get("ULTIMATE_JOBS_SCREENSHOTS") == "1":
             SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -160,9 +188,68 @@ class Admin:
 def admin(browser, live_server):
     User.objects.create_superuser("operator", "ops@example.com", PASSWORD)
     declines["card"] = True
-    page = Admin(browser, live_server)
+    page = Admin(browser, live_server.url)
     page.login("operator")
     return page
+
+
+@pytest.fixture
+def demo(tmp_path):
+    """``./dev demo`` on a scratch database: its worker and server, stopped after."""
+    with scratch_database() as url:
+        running = Demo(url, tmp_path, username="operator", password=PASSWORD)
+        try:
+            yield running
+        finally:
+            running.stop()
+            print(running.logs())  # shown when the test failed
+
+
+DEMO_WAIT_S = 60  # three attempts, their backoff and the worker's idle polls
+
+
+def test_the_demo_payment_outage_from_dead_letter_to_paid(browser, demo):
+    """The tutorial's "break it on purpose", on ./dev demo's shop and worker.
+
+    The payment provider is taken down from the shop, an order's charge is
+    dead-lettered by the real worker, found in Dead letters, read on its
+    page; the provider is brought back, the job retried from the admin, and
+    the worker finishes it: the order is paid.
+    """
+    page = Admin(browser, demo.base)
+    page.open("/")
+    page.click("#provider-switch")
+    assert page.text("#provider-state") == "down"
+    from selenium.webdriver.support.ui import Select
+
+    Select(page.find("#id_product")).select_by_visible_text("Coffee mug")
+    page.find("#id_email").send_keys("visitor@example.com")
+    page.click("form[action$='/checkout/'] button")
+    order_page = page.browser.current_url
+    charge = "tr[data-job='shop.charge_payment']"
+    page.wait_for_text(f"{charge} .state", "dead", timeout=DEMO_WAIT_S)
+    assert "did not answer" in page.text(f"{charge} .error")
+    assert page.text("#order-status") == "Reserved"
+    job_path = page.find(f"{charge} a").get_attribute("href").removeprefix(demo.base)
+    assert page.all("#dead-hint")
+
+    page.login("operator")
+    page.open("/admin/ultimate_jobs/job/dead-letter/")
+    assert "X_PAYMENT_PROVIDER_DOWN" in page.text("#uj-dead-groups")
+    page.click(f"a[href$='{job_path}']")
+    assert "payment provider did not answer" in page.text("#uj-last-error")
+
+    page.open("/")
+    page.click("#provider-switch")
+    assert page.text("#provider-state") == "up"
+
+    page.open(job_path)
+    page.click("#uj-verb-retry")
+    page.confirm()
+    page.wait_for_text("#uj-job-state", "done", timeout=DEMO_WAIT_S, reload=True)
+    page.browser.get(order_page)
+    page.wait_for_text("#order-status", "Paid", timeout=DEMO_WAIT_S)
+    assert page.text(f"{charge} .state") == "done"
 
 
 def dead_checkout(order):

@@ -178,6 +178,18 @@ def test_an_int_concurrency_is_a_fleet_wide_cap():
     assert handle.concurrency == Concurrency(limit=3, key=None, when_busy="wait")
 
 
+def test_a_queue_function_is_asked_at_each_use():
+    """``queue=<function>`` follows what it answers; a bad answer is refused."""
+    answers = ["reports"]
+    handle = declare(queue=lambda: answers[0])
+    assert (handle.queue, handle.describe()["queue"]) == ("reports", "reports")
+    answers[0] = "reports-2"
+    assert handle.using().request({"invoice_id": 1, "org_id": "o"}).queue == "reports-2"
+    answers[0] = " "
+    with pytest.raises(JobDeclarationInvalid, match="queue= function of"):
+        handle.enqueue(invoice_id=1, org_id="o")
+
+
 def test_an_async_handler_is_declared_async():
     """An ``async def`` handler is accepted and flagged for the executor."""
 

@@ -125,3 +125,18 @@ def test_ls_refuses_a_page_past_the_bound(pg_driver):
     """A limit over 200 is X_JOB_PAGE_INVALID, before any statement."""
     with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
         jobs("ls", "--limit", "500")
+
+
+def test_count_prints_one_number(pg_driver):
+    """count prints how many jobs match; several states are comma-separated."""
+    for n in range(3):
+        noop.enqueue(n=n)
+    (_running,) = pg_driver.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert jobs("count") == "3\n"
+    assert jobs("count", "--queue", "default", "--state", "ready") == "2\n"
+    assert json.loads(jobs("--json", "count", "--state", "ready, running")) == 3
+    assert jobs("count", "--name", "tests.noop", "--state", "dead") == "0\n"
+    with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
+        jobs("count", "--state", "dead,exploded")

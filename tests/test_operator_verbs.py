@@ -146,6 +146,21 @@ def test_retry_from_a_step_the_job_never_ran_is_refused(driver):
     assert operator.show(str(dead.id))["state"] == "dead"
 
 
+def test_count_answers_one_number_per_filter(driver):
+    """count() narrows by queue, state(s) and name, and refuses unknown states."""
+    for n in range(3):
+        noop.enqueue(n=n)
+    settle(driver, dead=True)
+    charge.enqueue(invoice_id=1, org_id="o")
+    assert operator.count() == 4
+    assert operator.count(queue="default") == 3
+    assert operator.count(queue="default", states="ready") == 2
+    assert operator.count(states=["ready", "dead"], name="tests.noop") == 3
+    assert operator.count(queue="billing", states=("dead",)) == 0
+    error = refused("X_JOB_PAGE_INVALID", operator.count, states=["ready", "gone"])
+    assert "'gone'" in error.cause and "dead" in error.fix
+
+
 def test_list_jobs_pages_with_a_cursor_and_filters(driver):
     """Pages chain through ``next``; the last (short) page answers None."""
     ids = [noop.enqueue(n=n).id for n in range(5)]

@@ -166,7 +166,7 @@ def test_the_partitions_job_maintains_every_declared_table(pg_driver, clock):
     from django_ultimate_jobs.maintenance.builtin import partitions
 
     partitions.enqueue()
-    (execution,) = run_jobs(queues=["default"])
+    (execution,) = run_jobs(queues=["ultimate_jobs"])
     assert execution.outcome == "completed"
     assert execution.result["jobsapp_visit"]["created"] == [
         f"jobsapp_visit_p203001{d:02d}" for d in (1, 2, 3, 4)

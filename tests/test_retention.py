@@ -153,7 +153,7 @@ def test_the_retention_job_sweeps_each_target_as_a_step(pg_driver):
     make_job("done", timedelta(days=3), steps=1)
     enqueued = retention.enqueue()
     assert retention.enqueue().id == enqueued.id  # one live sweep at a time
-    (execution,) = run_jobs(queues=["default"])
+    (execution,) = run_jobs(queues=["ultimate_jobs"])
     assert execution.outcome == "completed"
     assert execution.result == {
         "done": 1,

@@ -33,7 +33,9 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     stats = operator.stats()
     paused = {p["name"]: p["paused_at"] for p in stats["paused"]}
     by_name = {q["queue"]: q for q in stats["queues"]}
-    names = sorted(set(by_name) | set(jobs_settings().queues) | set(paused))
+    # The queues every worker serves are listed even while empty.
+    served = {*jobs_settings().queues, jobs_settings().housekeeping_queue}
+    names = sorted(set(by_name) | served | set(paused))
     rows = [
         {
             "name": name,

@@ -454,6 +454,14 @@ class JobDriver(Protocol):
         """
         ...
 
+    def count(self, where: JobFilter) -> int:
+        """How many jobs match ``where``, by stored state (as ``list_jobs`` reads them).
+
+        One cheap read for health checks and scripts: no buckets, no due-time
+        split (``stats`` does that).
+        """
+        ...
+
     def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
         """Requeue up to ``limit`` finished rows, oldest first.
 

@@ -495,6 +495,11 @@ class MemoryDriver(MemoryCron):
             rows.sort(key=lambda row: row.id.int, reverse=True)
             return [row.record() for row in rows[:limit]]
 
+    def count(self, where: JobFilter) -> int:
+        """How many jobs match ``where``."""
+        with self._lock:
+            return sum(1 for row in self._jobs.rows.values() if matches(row, where))
+
     def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
         """Requeue up to ``limit`` finished rows, oldest first (see job_requeue_many)."""
         now = self._now()

@@ -533,6 +533,11 @@ class PostgresDriver(PostgresCron):
         # Unprepared: each call's filters get their own plan.
         return [_record(row) for row in self._rows("job_list", params, prepare=False)]
 
+    def count(self, where: JobFilter) -> int:
+        """How many jobs match ``where`` (one ``count(*)``)."""
+        # Unprepared, like the listing: the states asked for pick the index.
+        return int(self._rows("job_count", _filter_params(where), prepare=False)[0][0])
+
     def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
         """Requeue up to ``limit`` finished rows, oldest first."""
         return self._bulk("job_requeue_many", where, limit)

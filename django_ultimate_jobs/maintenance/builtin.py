@@ -4,9 +4,14 @@ Imported by ``AppConfig.ready()``, so every worker knows them, with the
 cron tasks that schedule them: retention hourly at minute 23 (upstream's
 ``DEFAULT_PURGE_CRON``), partitions daily at 03:17 UTC. A scheduler that was
 down runs each once on its return (``catch_up="run-once"``). Each job holds a
-fixed idempotency key: one live run at a time when enqueued by hand. The first step reads the clock once; every later step (one per
-target, one per partitioned table) is durable, so an attempt that dies
-mid-way resumes at the target it stopped on, with the same clock.
+fixed idempotency key: one live run at a time when enqueued by hand. The
+first step reads the clock once; every later step (one per target, one per
+partitioned table) is durable, so an attempt that dies mid-way resumes at
+the target it stopped on, with the same clock.
+
+Both go to their own queue (``HOUSEKEEPING_QUEUE``, default
+``ultimate_jobs``), which every ``runjobs`` serves besides its own queues:
+a wait for "queue drained" on an app's queue never sees them.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from ..conf import jobs_settings
 from ..context import JobContext
 from ..crontask import task
 from ..jobs import job
@@ -26,6 +32,7 @@ __all__ = [
     "PARTITIONS_JOB",
     "RETENTION_CRON",
     "RETENTION_JOB",
+    "housekeeping_queue",
     "partitions",
     "retention",
 ]
@@ -38,11 +45,20 @@ RETENTION_CRON = "23 * * * *"
 PARTITIONS_CRON = "17 3 * * *"
 
 
+def housekeeping_queue() -> str:
+    """The built-in jobs' queue: ``HOUSEKEEPING_QUEUE``, read at each enqueue."""
+    return jobs_settings().housekeeping_queue
+
+
 def _read_clock() -> str:
     return maintenance_now().isoformat()
 
 
-@job(name=RETENTION_JOB, idempotency_key=lambda _input: "retention")
+@job(
+    name=RETENTION_JOB,
+    queue=housekeeping_queue,
+    idempotency_key=lambda _input: "retention",
+)
 def retention(ctx: JobContext) -> dict[str, int]:
     """Sweep every retention target as of one clock reading, one step each."""
     now = datetime.fromisoformat(ctx.step.run("clock", _read_clock))
@@ -56,7 +72,11 @@ def retention(ctx: JobContext) -> dict[str, int]:
     return report
 
 
-@job(name=PARTITIONS_JOB, idempotency_key=lambda _input: "partitions")
+@job(
+    name=PARTITIONS_JOB,
+    queue=housekeeping_queue,
+    idempotency_key=lambda _input: "partitions",
+)
 def partitions(
     ctx: JobContext, *, backfill_from: str | None = None
 ) -> dict[str, dict[str, list[str]]]:

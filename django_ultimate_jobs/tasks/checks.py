@@ -38,7 +38,8 @@ def backend_checks(alias: str, queues: set[str]) -> list[checks.CheckMessage]:
     except SettingsInvalid:
         return []  # reported as ultimate_jobs.E001
     messages: list[checks.CheckMessage] = []
-    unclaimed = sorted(queue for queue in queues if queue not in settings.queues)
+    served = {*settings.queues, settings.housekeeping_queue}
+    unclaimed = sorted(queue for queue in queues if queue not in served)
     if unclaimed:
         messages.append(
             checks.Warning(

@@ -82,6 +82,38 @@ class BulkConformance:
         assert listed(created_from=start + timedelta(minutes=1)) == ids[:0:-1]
         assert listed(created_to=start + timedelta(minutes=1)) == [ids[0]]
 
+    def test_count_reads_the_listing_filters(self, lane, driver, clock):
+        """Count answers how many rows a listing with the same filters holds."""
+        lane.enqueue(tenant_id="acme")
+        lane.enqueue(delay_ms=60_000)
+        lane.enqueue()
+        lane.ack(lane.claim_one())
+        lane.enqueue()
+        lane.nack(lane.claim_one(), delay_ms=600_000)  # a retry in backoff: ready
+        lane.enqueue()
+        lane.nack(lane.claim_one(), dead_letter=True, error="X_BOOM: no")
+        lane.enqueue()
+        lane.claim_one()
+        other = replace(lane, job=f"{lane.job}-b")
+        other.enqueue()
+        lane.sibling("other").enqueue()
+
+        def count(**fields):
+            where = JobFilter(queue=lane.queue, **fields)
+            counted = driver.count(where)
+            assert counted == len(driver.list_jobs(where, before=None, limit=100))
+            return counted
+
+        assert count() == 7
+        assert count(states=frozenset({JobState.READY})) == 3
+        assert count(states=frozenset({JobState.DELAYED, JobState.RUNNING})) == 2
+        assert count(states=frozenset({JobState.DEAD}), error_code="X_BOOM") == 1
+        assert count(states=frozenset({JobState.DONE})) == 1
+        assert count(states=frozenset()) == 0
+        assert count(name=other.job) == 1
+        assert count(tenant_id="acme") == 1
+        assert driver.count(JobFilter(queue=f"{lane.queue}-none")) == 0
+
     def _dead(self, lane, job_id, **fields):
         lane.enqueue(id=job_id, **fields)
         lane.nack(lane.claim_one(), dead_letter=True, error="X_BOOM: no")

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import Order, OrderLine, Product
+from .models import Order, OrderLine, PaymentProvider, Product
 
 
 @admin.register(Product)
@@ -21,3 +21,11 @@ class OrderAdmin(admin.ModelAdmin):
     search_fields = ["email"]
     readonly_fields = ["created_at", "receipt_sent_at"]
     inlines = [OrderLineInline]
+
+
+@admin.register(PaymentProvider)
+class PaymentProviderAdmin(admin.ModelAdmin):
+    """The demo's outage switch, also on every shop page."""
+
+    list_display = ["__str__", "down"]
+    list_editable = ["down"]

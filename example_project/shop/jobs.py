@@ -1,5 +1,9 @@
 """The shop's background jobs (autodiscovered by django_ultimate_jobs).
 
+An order goes through a chain: checkout enqueues ``shop.reserve_stock``
+(and the receipt); each link enqueues the next one in the transaction of its
+own writes, so the next job exists if and only if this one's work committed.
+
 Two rules hold for every handler here:
 
 - Input is ids, never model instances: the row is read fresh when the job
@@ -15,11 +19,22 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from django_ultimate_jobs import Retry, RetryAfter, Terminal, job
+from django_ultimate_jobs import JobsError, Retry, RetryClass, Terminal, job
 
-from .models import Order, Product
+from .models import Order, PaymentProvider, Product
 
 logger = logging.getLogger(__name__)
+
+
+class PaymentProviderDown(JobsError):
+    """The payment provider did not answer: a later try may get through."""
+
+    code = "X_PAYMENT_PROVIDER_DOWN"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "bring the payment provider back up (the switch on the shop's pages), "
+        "then retry the job"
+    )
 
 
 @job(
@@ -52,7 +67,7 @@ def send_receipt(ctx, *, order_id: int):
 
 @job(name="shop.reserve_stock")
 def reserve_stock(ctx, *, order_id: int):
-    """Take the order's stock and mark it paid, or fail if there is too little."""
+    """Take the order's stock, then queue its charge; fail if there is too little."""
     with transaction.atomic():
         order = Order.objects.select_for_update().get(pk=order_id)
         # The status moves in the same transaction as the stock, so it is
@@ -72,18 +87,41 @@ def reserve_stock(ctx, *, order_id: int):
                 raise Terminal(f"not enough stock of product {product.pk}")
             product.stock -= line.quantity
         Product.objects.bulk_update(products.values(), ["stock"])
+        order.status = Order.Status.RESERVED
+        order.save(update_fields=["status"])
+        # Same transaction: the charge exists if and only if the stock is taken.
+        charge_payment.enqueue(order_id=order.pk)
+
+
+@job(
+    name="shop.charge_payment",
+    # Seconds between tries, so a demo visitor sees the job dead-lettered
+    # within moments; against a real provider's outage, give it minutes.
+    retry=Retry(attempts=3, delay="1s"),
+    idempotency_key=lambda i: f"charge:{i['order_id']}",
+)
+def charge_payment(ctx, *, order_id: int):
+    """Charge the order, mark it paid and queue its shipping."""
+    if PaymentProvider.current().down:
+        # Stands in for a provider call that timed out. Retryable: after its
+        # last attempt the job waits in the admin's Dead letters.
+        raise PaymentProviderDown(
+            f"the payment provider did not answer for order #{order_id}"
+        )
+    with transaction.atomic():
+        order = Order.objects.select_for_update().get(pk=order_id)
+        if order.status != Order.Status.RESERVED:
+            return
+        # A real provider call would pass the order id as its idempotency
+        # key, so a second run (a lapsed lease) cannot charge twice.
         order.status = Order.Status.PAID
         order.save(update_fields=["status"])
+        ship_order.using(delay="30s").enqueue(order_id=order.pk)
 
 
 @job(name="shop.ship_order", queue="default")
 def ship_order(ctx, *, order_id: int):
     """Mark a paid order shipped."""
-    order = Order.objects.get(pk=order_id)
-    if order.status == Order.Status.PENDING:
-        # Enqueued 30 s after checkout, normally long after the stock job;
-        # if that one is still retrying, wait for it rather than ship.
-        raise RetryAfter(10, "stock not reserved yet")
     # A conditional update: a second run finds nothing to change.
     Order.objects.filter(pk=order_id, status=Order.Status.PAID).update(
         status=Order.Status.SHIPPED

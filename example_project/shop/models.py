@@ -21,11 +21,30 @@ class Product(models.Model):
         return self.name
 
 
+class PaymentProvider(models.Model):
+    """The demo's payment provider: one row, up or down.
+
+    A stand-in for a real provider's outage. The shop's pages have a switch
+    for it, so a visitor can make ``shop.charge_payment`` fail for real, find
+    it in the admin's Dead letters, fix the cause and retry it.
+    """
+
+    down = models.BooleanField(default=False)
+
+    def __str__(self):
+        return "payment provider (down)" if self.down else "payment provider (up)"
+
+    @classmethod
+    def current(cls):
+        provider, _ = cls.objects.get_or_create(pk=1)
+        return provider
+
+
 class Order(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
-        # No payment provider in this demo: an order counts as paid once
-        # shop.reserve_stock has taken its stock.
+        # shop.reserve_stock has taken the stock; the charge is next.
+        RESERVED = "reserved"
         PAID = "paid"
         SHIPPED = "shipped"
 

@@ -1,12 +1,13 @@
 from django.db import transaction
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from django_ultimate_jobs.models import Job
 
 from .forms import CheckoutForm
-from .jobs import reserve_stock, send_receipt, ship_order
-from .models import Order, OrderLine, Product
+from .jobs import reserve_stock, send_receipt
+from .models import Order, OrderLine, PaymentProvider, Product
 
 
 @require_safe
@@ -39,7 +40,6 @@ def checkout(request):
         # Jobs get the order's id, never the instance: see shop/jobs.py.
         reserve_stock.using(actor=actor).enqueue(order_id=order.pk)
         send_receipt.using(actor=actor).enqueue(order_id=order.pk)
-        ship_order.using(delay="30s", actor=actor).enqueue(order_id=order.pk)
     return redirect(order)
 
 
@@ -48,11 +48,33 @@ def order_detail(request, pk):
     order = get_object_or_404(Order, pk=pk)
     # Fine for a demo; input has no index, so a real app would keep the job
     # ids it was handed by enqueue() instead of searching by input.
-    jobs = Job.objects.filter(input__order_id=order.pk).order_by("created_at")
-    context = {"order": order, "lines": order.lines.select_related("product")}
-    return render(request, "shop/order_detail.html", {**context, "jobs": jobs})
+    jobs = list(Job.objects.filter(input__order_id=order.pk).order_by("created_at"))
+    context = {
+        "order": order,
+        "lines": order.lines.select_related("product"),
+        "jobs": jobs,
+        "dead": [job for job in jobs if job.state == "dead"],
+    }
+    return _render(request, "shop/order_detail.html", context)
+
+
+@require_POST
+def payment_provider(request):
+    """The demo's outage switch: take the payment provider down, or back up."""
+    provider = PaymentProvider.current()
+    provider.down = request.POST.get("down") == "1"
+    provider.save(update_fields=["down"])
+    back = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
+        back = "shop:product_list"
+    return redirect(back)
 
 
 def _product_list(request, form):
     context = {"products": Product.objects.all(), "form": form}
-    return render(request, "shop/product_list.html", context)
+    return _render(request, "shop/product_list.html", context)
+
+
+def _render(request, template, context):
+    # Every shop page shows the payment provider switch (base.html).
+    return render(request, template, {**context, "provider": PaymentProvider.current()})

@@ -12,21 +12,12 @@ instant changes nothing.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import uuid
 
-import psycopg
 import pytest
-from django.db import connection
-from psycopg import sql
 
-from tests.support.workers import REPO_ROOT, database_url
+from tests.support.example import manage, scratch_database
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
-
-EXAMPLE = REPO_ROOT / "example_project"
 
 # Runs in the example project. The expected set is computed here from the
 # declaration's rules, independently of the planner: every month from the
@@ -86,35 +77,9 @@ print("RESULT " + json.dumps({"days": days, "created": created, "dropped": dropp
 
 @pytest.fixture
 def example_database(db):
-    """A scratch database on the test server; its URL. Dropped afterwards."""
-    server = database_url({**connection.settings_dict, "NAME": "postgres"})
-    name = f"test_uj_example_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        yield database_url({**connection.settings_dict, "NAME": name})
-    finally:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                    sql.Identifier(name)
-                )
-            )
-
-
-def manage(url: str, *args: str) -> str:
-    env = {**os.environ, "DATABASE_URL": url, "PYTHONUNBUFFERED": "1"}
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=EXAMPLE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
+    """A scratch database for the example project; its URL."""
+    with scratch_database() as url:
+        yield url
 
 
 def test_a_year_of_daily_maintenance_on_the_example_table(example_database):

@@ -504,6 +504,47 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
  LIMIT %(limit)s;
 
 
+-- name: job_count
+-- How many jobs match the filters, by stored state (what job_list pages
+-- through): a health check's or a script's "is the queue drained?", with no
+-- buckets. One branch per partial index, each spelling that index's
+-- predicate so the planner can use it (ready: the claim indexes; delayed
+-- and suspended: the timer index; running: the lease index; done, and the
+-- other finished states: the retention indexes); one state = ANY(...) over
+-- several of them reads the whole table. Run unprepared, so the parameters
+-- are constants to the planner: the && guard of a branch whose states were
+-- not asked for folds to false, and that branch reads nothing.
+SELECT sum(n)::bigint
+  FROM (SELECT count(*) AS n
+          FROM ultimate_jobs_job j
+         WHERE %(states)s::text[] && '{ready}' AND j.state = 'ready'
+               @job_filter
+        UNION ALL
+        SELECT count(*)
+          FROM ultimate_jobs_job j
+         WHERE %(states)s::text[] && '{delayed,suspended}'
+           AND j.state IN ('delayed', 'suspended')
+           AND j.state = ANY(%(states)s::text[])
+               @job_filter
+        UNION ALL
+        SELECT count(*)
+          FROM ultimate_jobs_job j
+         WHERE %(states)s::text[] && '{running}' AND j.state = 'running'
+               @job_filter
+        UNION ALL
+        SELECT count(*)
+          FROM ultimate_jobs_job j
+         WHERE %(states)s::text[] && '{done}' AND j.state = 'done'
+               @job_filter
+        UNION ALL
+        SELECT count(*)
+          FROM ultimate_jobs_job j
+         WHERE %(states)s::text[] && '{failed,dead,cancelled}'
+           AND j.state IN ('failed', 'dead', 'cancelled')
+           AND j.state = ANY(%(states)s::text[])
+               @job_filter) c;
+
+
 -- name: job_live_holders
 -- The live holders of (name, tenant, key) triples, for enqueues that
 -- inserted nothing. Reads with a fresh snapshot, after the insert waited for

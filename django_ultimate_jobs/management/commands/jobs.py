@@ -18,7 +18,7 @@ from ...errors import JobsError
 
 
 class Command(BaseCommand):
-    """ls | show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks | run-task."""
+    """ls | count | show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks | run-task."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -36,6 +36,12 @@ class Command(BaseCommand):
             help="rows per page, at most 200",
         )
         listing.add_argument("--after", help="the next cursor a page printed")
+        counting = verbs.add_parser("count", help="how many jobs match (one number)")
+        for flag in ("--queue", "--name", "--tenant", "--error-code"):
+            counting.add_argument(flag, help=f"only jobs with this {flag[2:]}")
+        counting.add_argument(
+            "--state", help="only jobs in this state (comma-separated: any of them)"
+        )
         cancel = verbs.add_parser("cancel", help="cancel a live job")
         cancel.add_argument("job_id")
         cancel.add_argument("--reason", help="recorded as the job's last error")
@@ -75,6 +81,13 @@ class Command(BaseCommand):
                 limit=options["limit"],
                 after=options["after"],
             ),
+            "count": lambda: operator.count(
+                states=_names(options["state"]),
+                queue=options["queue"],
+                name=options["name"],
+                tenant=options["tenant"],
+                error_code=options["error_code"],
+            ),
             "cancel": lambda: operator.cancel(
                 options["job_id"], reason=options["reason"]
             ),
@@ -96,6 +109,12 @@ class Command(BaseCommand):
         else:
             kind = "tasks" if options.get("task") else "queues"
             self.stdout.write(_human(verb, answer, kind=kind))
+
+
+def _names(value: str | None) -> list[str] | None:
+    """``"a, b"`` -> ``["a", "b"]``; nothing given is ``None`` (any)."""
+    names = [name.strip() for name in (value or "").split(",") if name.strip()]
+    return names or None
 
 
 def _pause_or_resume(options: dict[str, Any], *, pause: bool) -> Any:
@@ -137,6 +156,8 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
             error = f" error: {step['error']}" if step["error"] else ""
             lines.append(f"  step {step['name']}: {step['status']}{took}{error}")
         return "\n".join(lines)
+    if verb == "count":
+        return str(answer)
     if verb == "rm":
         return f"removed {answer['id']}"
     if verb in ("pause", "resume"):

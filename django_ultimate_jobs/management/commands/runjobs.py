@@ -56,6 +56,11 @@ class Command(BaseCommand):
             "--no-scheduler", action="store_true", help="no cron scheduler"
         )
         parser.add_argument("--no-relay", action="store_true", help="no outbox relay")
+        parser.add_argument(
+            "--no-housekeeping",
+            action="store_true",
+            help="do not serve HOUSEKEEPING_QUEUE (the built-in jobs' queue)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the worker, or supervise ``--processes`` of them."""
@@ -111,9 +116,14 @@ class Command(BaseCommand):
             sys.exit(EXIT_RECYCLE)
 
     def _config(self, options: dict[str, Any]) -> WorkerConfig:
-        queues = None
+        settings = jobs_settings()
+        queues = settings.queues
         if options["queues"]:
             queues = tuple(q.strip() for q in options["queues"].split(",") if q.strip())
+        # Every worker also serves the built-in jobs' queue, so retention and
+        # partitions run wherever a worker runs, off the apps' own queues.
+        if queues and not options["no_housekeeping"]:
+            queues = tuple(dict.fromkeys((*queues, settings.housekeeping_queue)))
         deadline = options["shutdown_deadline"]
         return WorkerConfig.from_settings(
             queues=queues,
