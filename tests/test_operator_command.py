@@ -96,3 +96,23 @@ def test_ls_refuses_a_page_past_the_bound(pg_driver):
     """A limit over 200 is X_JOB_PAGE_INVALID, before any statement."""
     with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
         jobs("ls", "--limit", "500")
+
+
+def test_json_is_accepted_after_every_verb(pg_driver):
+    """``jobs <verb> ... --json`` works as ``jobs --json <verb> ...`` does."""
+    from django_ultimate_jobs.management.commands.jobs import Command
+
+    enqueued = str(noop.using(delay="1h").enqueue(n=6).id)
+    assert json.loads(jobs("show", enqueued, "--json"))["id"] == enqueued
+    assert json.loads(jobs("ls", "--json", "--limit", "1"))["jobs"][0]["id"] == enqueued
+    assert json.loads(jobs("stats", "--json"))["totals"]["delayed"] == 1
+    assert json.loads(jobs("--json", "stats"))["totals"]["delayed"] == 1
+    assert "totals" not in jobs("stats")  # human output stays the default
+    subparsers = Command().create_parser("manage.py", "jobs")._subparsers
+    (verbs,) = [a for a in subparsers._group_actions if a.choices]
+    without = [
+        verb
+        for verb, parser in verbs.choices.items()
+        if not any("--json" in action.option_strings for action in parser._actions)
+    ]
+    assert not without, f"verbs that refuse a trailing --json: {without}"
