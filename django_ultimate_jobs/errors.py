@@ -221,9 +221,10 @@ class RateLimited(JobsError):
         super().__init__(cause or "rate limited", meta=meta, **kwargs)
 
 
-# Codes apps may raise with their own classes; their retry class is fixed.
-register_error_code("X_OVERLOADED", RetryClass.RETRY_AFTER)
-register_error_code("X_TIMEOUT", RetryClass.RETRYABLE)
+APP_CODES = {"X_OVERLOADED": RetryClass.RETRY_AFTER, "X_TIMEOUT": RetryClass.RETRYABLE}
+"""Codes apps raise with their own exception classes; their retry class is fixed."""
+for _code, _retry in APP_CODES.items():
+    register_error_code(_code, _retry)
 
 # -- Declaration and enqueue refusals ----------------------------------------
 
@@ -391,14 +392,6 @@ class Aborted(JobsError):
     default_fix = "check ctx.cancellation in long loops and stop when it is set"
 
 
-class JobMaxAttempts(JobsError):
-    """Retries are exhausted; the job is in the dead-letter queue."""
-
-    code = "X_JOB_MAX_ATTEMPTS"
-    retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs retry <id>"
-
-
 class JobOnSettledFailed(JobsError):
     """The on_settled hook raised on every try (logged, never raised to callers)."""
 
@@ -407,13 +400,6 @@ class JobOnSettledFailed(JobsError):
     default_fix = (
         "make on_settled idempotent and fast; record reliable effects in a step"
     )
-
-
-class JobKeyBusy(JobsError):
-    """Another run holds the concurrency key and when_busy='fail'."""
-
-    code = "X_JOB_KEY_BUSY"
-    retry_class = RetryClass.TERMINAL
 
 
 class JobConcurrencyUnenforceable(JobsError):

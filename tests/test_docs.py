@@ -1,7 +1,7 @@
 """The docs tell the truth about the code.
 
 - every registered error code is in docs/reference/errors.md with its retry
-  class, and nothing else is;
+  class, and nothing else is, and each is raised somewhere;
 - every ULTIMATE_JOBS key is in docs/reference/settings.md, and nothing else;
 - the state diagram has exactly the transitions the trigger enforces;
 - every event name the package logs is in docs/reference/logging.md;
@@ -13,8 +13,11 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -24,14 +27,16 @@ from pathlib import Path
 import pytest
 from django.core.management.base import BaseCommand
 
+import django_ultimate_jobs
 from django_ultimate_jobs import conf, errors
 from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.errors import SettingsInvalid
+from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 from django_ultimate_jobs.registry import registered_jobs, unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 DOC_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+PACKAGE = ROOT / "django_ultimate_jobs"
 
 RUN_MARK = "# example: run"
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -102,6 +107,93 @@ def test_every_error_code_is_documented_with_its_retry_class(package_codes):
     assert not missing, f"codes missing from docs/reference/errors.md: {missing}"
     assert not stale, f"docs/reference/errors.md lists unregistered codes: {stale}"
     assert not wrong, f"documented retry class != registered (doc, code): {wrong}"
+
+
+def _code_classes() -> dict[str, type[JobsError]]:
+    """Code -> the package class that declares it (every module imported)."""
+    for module in pkgutil.walk_packages([str(PACKAGE)], "django_ultimate_jobs."):
+        importlib.import_module(module.name)
+    found: dict[str, type[JobsError]] = {}
+    pending: list[type[JobsError]] = [JobsError]
+    while pending:
+        klass = pending.pop()
+        pending.extend(klass.__subclasses__())
+        if klass.__module__.startswith("django_ultimate_jobs.") and "code" in vars(
+            klass
+        ):
+            found[klass.code] = klass
+    return found
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(
+            node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        ):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _uses() -> tuple[set[str], set[str]]:
+    """(names called, code strings written as errors) across the package source."""
+    called: set[str] = set()
+    written: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    called.add(func.value.id)  # Name.wrap(...)
+                elif isinstance(func, ast.Name):
+                    called.add(func.id)
+                for keyword in node.keywords:
+                    if keyword.arg == "code" and isinstance(
+                        keyword.value, ast.Constant
+                    ):
+                        written.add(str(keyword.value.value))
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.startswith("X_")
+                and ":" in node.value
+            ):
+                written.add(node.value.split(":", 1)[0])
+    return called, written
+
+
+def test_every_registered_code_is_raised_somewhere(package_codes):
+    """No code sits in the catalogue without a path that raises or stores it.
+
+    Raised means, in the package's source (docstrings and comments do not
+    count): a call of the class that carries the code (``Name(...)``,
+    ``Name.wrap(...)``), a string written as an error (``"X_CODE: ..."``), or
+    ``code="X_CODE"``. Classes ``django_ultimate_jobs`` exports and
+    ``errors.APP_CODES`` are raised by apps.
+    """
+    classes = _code_classes()
+    called, written = _uses()
+    # The scan sees both kinds of use (a class called, a stored error text).
+    assert "JobNotFound" in called and "X_JOB_UNKNOWN" in written
+    for_apps = {
+        klass.code
+        for name in django_ultimate_jobs.__all__
+        if isinstance(klass := getattr(django_ultimate_jobs, name), type)
+        and issubclass(klass, JobsError)
+    } | set(errors.APP_CODES)
+    unused = sorted(
+        code
+        for code in package_codes
+        if code not in for_apps
+        and code not in written
+        and not (code in classes and classes[code].__name__ in called)
+    )
+    assert not unused, f"codes defined but never raised: {unused}"
 
 
 def test_every_retry_class_is_explained():
