@@ -392,6 +392,17 @@ class Aborted(JobsError):
     default_fix = "check ctx.cancellation in long loops and stop when it is set"
 
 
+class JobProgressInvalid(JobsError):
+    """``ctx.progress()`` was given a non-finite number or an overlong note."""
+
+    code = "X_JOB_PROGRESS_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "pass finite numbers to ctx.progress(done, total) and a note of at most "
+        "200 characters"
+    )
+
+
 class JobOnSettledFailed(JobsError):
     """The on_settled hook raised on every try (logged, never raised to callers)."""
 

@@ -219,13 +219,39 @@ def test_progress_is_stored_before_the_settle(pg_driver, declared):
     @declared()
     def reporting(ctx):
         for done in range(1, 4):
-            ctx.progress(done, 3, note="x" * 500)
+            ctx.progress(done, 3, note="x" * 200)
 
     enqueued = reporting.enqueue()
     drain(pg_driver)
     progress = pg_driver.get(enqueued.id).progress
     assert progress["done"] == 3 and progress["total"] == 3
-    assert len(progress["note"]) == 200
+    assert progress["note"] == "x" * 200
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((float("nan"), 3), "done=...) must be finite, not nan"),
+        ((1, float("inf")), "total=...) must be finite, not inf"),
+        ((True, 3), "done=...) must be an int or a float, not bool"),
+        ((1, 3, "x" * 201), "holds 201 characters; at most 200"),
+        ((1, 3, 7), "note=...) must be a string, not int"),
+    ],
+)
+def test_bad_progress_is_refused_not_clamped(pg_driver, declared, args, says):
+    """NaN, infinity and an overlong note fail the body with a code; none is stored."""
+
+    @declared(retry=Retry(attempts=3))
+    def reporting(ctx):
+        ctx.progress(*args)
+
+    enqueued = reporting.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dead-lettered"
+    row = pg_driver.get(enqueued.id)
+    assert row.progress is None and row.attempt == 1
+    assert row.last_error.startswith("X_JOB_PROGRESS_INVALID: ctx.progress(")
+    assert says in row.last_error
 
 
 def test_unknown_job_names_are_parked_without_spending_an_attempt(
