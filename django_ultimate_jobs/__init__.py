@@ -6,6 +6,7 @@ costs nothing: no models, no settings are touched until first use.
 
 from __future__ import annotations
 
+from functools import cache
 from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,7 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(module, __name__), name)
 
 
+@cache
 def _version() -> str:
     """The installed release, from the distribution's metadata.
 
@@ -85,9 +87,7 @@ def _version() -> str:
     ``import django_ultimate_jobs`` stays free. A source tree that was never
     installed answers ``0+unknown`` rather than a number that may be stale.
     """
-    global __version__
     try:
-        __version__ = metadata.version(_DISTRIBUTION)
+        return metadata.version(_DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        __version__ = _UNKNOWN_VERSION
-    return __version__
+        return _UNKNOWN_VERSION
