@@ -207,13 +207,14 @@ def test_every_retry_class_is_explained():
 
 
 def _accepted_keys() -> set[str]:
-    """Every key parse_settings accepts, from the module's own key tables."""
-    return set(conf._DURATION_KEYS) | set(conf._COUNT_KEYS) | set(conf._OTHER_KEYS)
+    """Every key parse_settings accepts: conf's own table of settings."""
+    return set(conf.SETTINGS)
 
 
-def _settings_table_keys() -> set[str]:
+def _settings_rows() -> dict[str, list[str]]:
+    """Key -> [default, meaning, validated by], from the table in settings.md."""
     text = _read("docs/reference/settings.md").split("\n## ", 1)[0]
-    return set(_table_cells(text, r"[A-Z][A-Z0-9_]*"))
+    return _table_cells(text, r"[A-Z][A-Z0-9_]*")
 
 
 def _refused_as_unknown(key: str) -> bool:
@@ -227,7 +228,7 @@ def _refused_as_unknown(key: str) -> bool:
 
 
 def test_key_tables_are_what_parse_settings_accepts():
-    """The key tables the docs check is derived from are the accepted keys."""
+    """The key table the docs are checked against is the accepted keys."""
     keys = _accepted_keys()
     assert keys, "conf defines no keys"
     assert not [key for key in keys if _refused_as_unknown(key)]
@@ -236,11 +237,33 @@ def test_key_tables_are_what_parse_settings_accepts():
 
 def test_every_setting_is_documented():
     """settings.md lists every ULTIMATE_JOBS key, and no key that does not exist."""
-    documented = _settings_table_keys()
+    documented = set(_settings_rows())
     missing = sorted(_accepted_keys() - documented)
     stale = sorted(documented - _accepted_keys())
     assert not missing, f"keys missing from docs/reference/settings.md: {missing}"
     assert not stale, f"docs/reference/settings.md lists unknown keys: {stale}"
+
+
+def test_documented_defaults_are_the_defaults():
+    """Each Default cell, parsed as conf parses the key, gives JobsSettings' default."""
+    defaults = conf.JobsSettings()
+    wrong = {}
+    for key, (default, *_) in _settings_rows().items():
+        written = ast.literal_eval(default.strip("`"))
+        for attr, value in conf.parse_setting(key, written).items():
+            if getattr(defaults, attr) != value:
+                wrong[key] = (default, getattr(defaults, attr))
+    assert not wrong, f"settings.md default != conf default (doc, code): {wrong}"
+
+
+def test_documented_types_are_what_conf_checks():
+    """Each "Validated by" cell opens with what conf says the key must be."""
+    wrong = {}
+    for key, (_default, _meaning, validated_by, *_) in _settings_rows().items():
+        expects = conf.SETTINGS[key][0].expects
+        if not validated_by.replace("`", "").lower().startswith(expects.lower()):
+            wrong[key] = (validated_by, expects)
+    assert not wrong, f"settings.md 'Validated by' does not open with: {wrong}"
 
 
 # -- states, logging, commands --------------------------------------------------
