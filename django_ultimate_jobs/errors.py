@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 __all__ = [
     "ErrorCodeDuplicate",
     "JobsError",
@@ -269,6 +271,22 @@ class DriverUnavailable(JobsError):
 
     code = "X_DRIVER_UNAVAILABLE"
     retry_class = RetryClass.RETRYABLE
+    default_fix = "python manage.py migrate ultimate_jobs"
+
+
+class InstalledAppsIncomplete(JobsError, ImproperlyConfigured):
+    """INSTALLED_APPS lacks an app django-ultimate-jobs needs (raised at startup)."""
+
+    code = "X_INSTALLED_APPS_INCOMPLETE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = 'add "pgtrigger" to INSTALLED_APPS in settings.py'
+
+
+class JobsTablesMissing(JobsError):
+    """A statement met no jobs table: the app is not installed, or not migrated."""
+
+    code = "X_JOBS_TABLES_MISSING"
+    retry_class = RetryClass.NOT_IN_JOB
     default_fix = "python manage.py migrate ultimate_jobs"
 
 

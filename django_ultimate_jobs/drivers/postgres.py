@@ -19,7 +19,8 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db import IntegrityError, connections, transaction
+from django.apps import apps
+from django.db import IntegrityError, ProgrammingError, connections, transaction
 
 from ..clock import Clock, system_clock
 from ..errors import (
@@ -31,6 +32,7 @@ from ..errors import (
     JobNotPromotable,
     JobNotRemovable,
     JobNotRequeueable,
+    JobsTablesMissing,
 )
 from ..ids import uuid7
 from ..states import JobState, parse_state
@@ -139,8 +141,8 @@ class PostgresDriver(PostgresCron):
             # the SET is not rolled back with one.
             raw.execute("SET plan_cache_mode = force_generic_plan")
             _GENERIC_PLAN_CONNECTIONS.add(raw)
-        with connection.wrap_database_errors:
-            with psycopg.Cursor(raw) as cursor:
+        try:
+            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
                 cursor.execute(
                     query(name),
                     {"now": self.clock.sql_now(), **params},
@@ -149,6 +151,13 @@ class PostgresDriver(PostgresCron):
                 if cursor.description is None:
                     return []
                 return cursor.fetchall()
+        except ProgrammingError as error:
+            # Looked at only once a statement failed: the hot path pays
+            # nothing for a clear answer before `migrate`.
+            missing = _missing_jobs_table(error)
+            if missing is None:
+                raise
+            raise _tables_missing(self.using, missing) from error
 
     # -- enqueue -------------------------------------------------------------
 
@@ -605,6 +614,38 @@ class PostgresDriver(PostgresCron):
 
 
 # -- row decoding -------------------------------------------------------------
+
+
+_UNDEFINED_TABLE = re.compile(r'relation "(ultimate_jobs_\w+)" does not exist')
+
+
+def _missing_jobs_table(error: ProgrammingError) -> str | None:
+    """The jobs table a failed statement did not find, or None."""
+    cause = error.__cause__
+    if not isinstance(cause, psycopg.errors.UndefinedTable):
+        return None
+    found = _UNDEFINED_TABLE.search(str(cause))
+    return found.group(1) if found else None
+
+
+def _tables_missing(using: str, table: str) -> JobsTablesMissing:
+    meta = {"table": table, "database": using}
+    # Before django.setup() the registry cannot tell: say "migrate".
+    if apps.apps_ready and not apps.is_installed("django_ultimate_jobs"):
+        return JobsTablesMissing(
+            f'the jobs table {table} does not exist: "django_ultimate_jobs" is not '
+            "in INSTALLED_APPS, so migrate never created it",
+            fix='add "pgtrigger" and "django_ultimate_jobs" to INSTALLED_APPS, '
+            "then run python manage.py migrate",
+            meta=meta,
+        )
+    database = "" if using == "default" else f" --database {using}"
+    return JobsTablesMissing(
+        f"the jobs table {table} does not exist in the database {using!r}: "
+        "the django_ultimate_jobs migrations have not run there",
+        fix=f"python manage.py migrate ultimate_jobs{database}",
+        meta=meta,
+    )
 
 
 def _json(value: Any) -> str:
