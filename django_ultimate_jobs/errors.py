@@ -290,6 +290,14 @@ class JobsTablesMissing(JobsError):
     default_fix = "python manage.py migrate ultimate_jobs"
 
 
+class DevDatabaseUnavailable(JobsError):
+    """The embedded development PostgreSQL could not be started or stopped."""
+
+    code = "X_DEVDB_UNAVAILABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = 'pip install "django-ultimate-jobs[embedded]"'
+
+
 class SettingsInvalid(JobsError):
     """The ULTIMATE_JOBS setting holds an unknown key or an invalid value."""
 
