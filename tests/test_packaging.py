@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -79,3 +80,42 @@ def test_a_source_tree_never_installed_says_so(monkeypatch):
         assert django_ultimate_jobs.__version__ == "0+unknown"
     finally:
         django_ultimate_jobs._version.cache_clear()
+
+
+def _imported_top_level_names() -> set[str]:
+    names: set[str] = set()
+    for path in (REPO_ROOT / "django_ultimate_jobs").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+# Used without an import: input_schema takes pydantic (>= 2) models by their
+# model_validate(), so the extra pins the major version the code calls.
+DUCK_TYPED = {"pydantic"}
+
+
+def test_every_extra_installs_something_the_package_imports():
+    """An extra exists only when the code uses it (no redis or otel for nothing)."""
+    modules_of: dict[str, set[str]] = {}
+    for module, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            modules_of.setdefault(_normalise(dist), set()).add(module)
+    imported = _imported_top_level_names()
+    unused = {}
+    for extra, requirements in PYPROJECT["project"]["optional-dependencies"].items():
+        if extra == "dev":  # the test and lint tools of this repository
+            continue
+        for requirement in requirements:
+            dist = _normalise(re.match(r"[A-Za-z0-9_.-]+", requirement)[0])
+            modules = modules_of.get(dist, {dist.replace("-", "_")})
+            if not modules & imported and dist not in DUCK_TYPED:
+                unused.setdefault(extra, []).append(requirement)
+    assert not unused, f"extras that install what nothing imports: {unused}"
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
