@@ -6,7 +6,8 @@ costs nothing: no models, no settings are touched until first use.
 
 from __future__ import annotations
 
-from importlib import import_module
+from functools import cache
+from importlib import import_module, metadata
 from typing import TYPE_CHECKING, Any
 
 from .crontask import TaskHandle, task
@@ -50,7 +51,8 @@ __all__ = [
     "task",
 ]
 
-__version__ = "0.1.0"
+_DISTRIBUTION = "django-ultimate-jobs"
+_UNKNOWN_VERSION = "0+unknown"
 
 if TYPE_CHECKING:
     from .maintenance.operations import CreatePartitionedModel
@@ -69,7 +71,23 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        return _version()
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(import_module(module, __name__), name)
+
+
+@cache
+def _version() -> str:
+    """The installed release, from the distribution's metadata.
+
+    Read on first use (the metadata lookup scans ``sys.path``), so that
+    ``import django_ultimate_jobs`` stays free. A source tree that was never
+    installed answers ``0+unknown`` rather than a number that may be stale.
+    """
+    try:
+        return metadata.version(_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return _UNKNOWN_VERSION

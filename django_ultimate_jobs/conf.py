@@ -8,7 +8,7 @@ call :func:`jobs_settings` so a bad setting fails ``manage.py check``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -16,7 +16,14 @@ from typing import Any
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
 
-__all__ = ["DEFAULT_HOUSEKEEPING_QUEUE", "JobsSettings", "jobs_settings"]
+__all__ = [
+    "DEFAULT_HOUSEKEEPING_QUEUE",
+    "SETTINGS",
+    "JobsSettings",
+    "Kind",
+    "jobs_settings",
+    "parse_settings",
+]
 
 DEFAULT_HOUSEKEEPING_QUEUE = "ultimate_jobs"
 """The queue of the built-in jobs (retention, partitions) unless set."""
@@ -49,34 +56,162 @@ class JobsSettings:
     partition_lock_timeout_ms: int = 5_000
 
 
-_DURATION_KEYS = {
-    "VISIBILITY_TIMEOUT": "visibility_timeout_ms",
-    "HEARTBEAT_INTERVAL": "heartbeat_interval_ms",
-    "POLL_INTERVAL": "poll_interval_ms",
-    "IDLE_POLL_MAX": "idle_poll_max_ms",
-    "WOKEN_IDLE_POLL_MAX": "woken_idle_poll_max_ms",
-    "SHUTDOWN_DEADLINE": "shutdown_deadline_ms",
-    "UNKNOWN_JOB_PARK": "unknown_job_park_ms",
-    "PARTITION_LOCK_TIMEOUT": "partition_lock_timeout_ms",
-}
-_COUNT_KEYS = {
-    "CONCURRENCY": "concurrency",
-    "CLAIM_BATCH": "claim_batch",
-    "STUCK_SLOTS_MAX": "stuck_slots_max",
-}
-_OTHER_KEYS = {
-    "DRIVER",
-    "DATABASE",
-    "QUEUES",
-    "HOUSEKEEPING_QUEUE",
-    "WAKE",
-    "PREPARE",
-    "REDACT_KEYS",
-    "RETENTION",
-}
-# RETENTION["<key>"]: how long finished rows of each kind are kept.
+# RETENTION["<name>"]: how long finished rows of each kind are kept.
 _RETENTION_KEYS = {"done": "retention_done_ms", "failed": "retention_failed_ms"}
-_DRIVERS = {"postgres", "memory"}
+_DRIVERS = ("postgres", "memory")
+
+
+def _ms(what: str, value: Any) -> int:
+    try:
+        return parse_duration_ms(value, what=what)
+    except DurationInvalid as error:
+        raise SettingsInvalid(error.cause) from error
+
+
+def _duration(key: str, value: Any) -> Any:
+    return _ms(f"ULTIMATE_JOBS[{key!r}]", value)
+
+
+def _count(key: str, value: Any) -> Any:
+    if not is_count(value):
+        raise _refused(key, value)
+    return int(value)
+
+
+def _flag(key: str, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise _refused(key, value)
+    return value
+
+
+def _names(key: str, value: Any) -> Any:
+    if (
+        isinstance(value, str | bytes)
+        or not isinstance(value, list | tuple)
+        or not all(isinstance(v, str) and v for v in value)
+    ):
+        raise _refused(key, value)
+    return tuple(value)
+
+
+def _queues(key: str, value: Any) -> Any:
+    names = _names(key, value)
+    if not names:
+        raise _refused(key, value)
+    return names
+
+
+def _queue_name(key: str, value: Any) -> Any:
+    # The rules of @job(queue=...): a name a job could be declared with.
+    if (
+        not isinstance(value, str)
+        or not value
+        or value != value.strip()
+        or len(value) > 200
+        or not value.isprintable()
+    ):
+        raise _refused(key, value)
+    return value
+
+
+def _alias(key: str, value: Any) -> Any:
+    if not isinstance(value, str) or not value:
+        raise _refused(key, value)
+    return value
+
+
+def _driver(key: str, value: Any) -> Any:
+    if value not in _DRIVERS:
+        raise _refused(key, value)
+    return value
+
+
+def _retention(key: str, value: Any) -> Any:
+    if not isinstance(value, Mapping):
+        raise _refused(key, value)
+    unknown = sorted(set(value) - set(_RETENTION_KEYS), key=str)
+    if unknown:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] has unknown keys: {unknown!r} "
+            f"(known: {sorted(_RETENTION_KEYS)})"
+        )
+    return {
+        attr: _ms(f"ULTIMATE_JOBS[{key!r}][{name!r}]", value[name])
+        for name, attr in _RETENTION_KEYS.items()
+        if name in value
+    }
+
+
+def _refused(key: str, value: Any) -> SettingsInvalid:
+    return SettingsInvalid(
+        f"ULTIMATE_JOBS[{key!r}] must be {SETTINGS[key][0].expects}, got {value!r:.80}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How one kind of setting is checked.
+
+    ``expects`` finishes "ULTIMATE_JOBS[KEY] must be ..." in the error, and
+    starts the key's "Validated by" cell in docs/reference/settings.md (a
+    docs test holds them together).
+    """
+
+    expects: str
+    parse: Callable[[str, Any], Any]
+
+
+_DURATION = Kind("a duration", _duration)
+_COUNT = Kind("a whole number of at least 1", _count)
+_FLAG = Kind("True or False", _flag)
+_NAMES = Kind("a list of non-empty strings", _names)
+_QUEUES = Kind("a non-empty list of non-empty strings", _queues)
+_QUEUE = Kind(
+    "a queue name: a non-empty string of at most 200 printable characters, "
+    "without surrounding spaces",
+    _queue_name,
+)
+_ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
+_DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
+_RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
+
+SETTINGS: dict[str, tuple[Kind, str]] = {
+    "DRIVER": (_DRIVER, "driver"),
+    "DATABASE": (_ALIAS, "database"),
+    "QUEUES": (_QUEUES, "queues"),
+    "HOUSEKEEPING_QUEUE": (_QUEUE, "housekeeping_queue"),
+    "CONCURRENCY": (_COUNT, "concurrency"),
+    "VISIBILITY_TIMEOUT": (_DURATION, "visibility_timeout_ms"),
+    "HEARTBEAT_INTERVAL": (_DURATION, "heartbeat_interval_ms"),
+    "POLL_INTERVAL": (_DURATION, "poll_interval_ms"),
+    "IDLE_POLL_MAX": (_DURATION, "idle_poll_max_ms"),
+    "WOKEN_IDLE_POLL_MAX": (_DURATION, "woken_idle_poll_max_ms"),
+    "CLAIM_BATCH": (_COUNT, "claim_batch"),
+    "SHUTDOWN_DEADLINE": (_DURATION, "shutdown_deadline_ms"),
+    "STUCK_SLOTS_MAX": (_COUNT, "stuck_slots_max"),
+    "WAKE": (_FLAG, "wake"),
+    "PREPARE": (_FLAG, "prepare"),
+    "UNKNOWN_JOB_PARK": (_DURATION, "unknown_job_park_ms"),
+    "RETENTION": (_RETENTION, ""),  # fills retention_done_ms, retention_failed_ms
+    "PARTITION_LOCK_TIMEOUT": (_DURATION, "partition_lock_timeout_ms"),
+    "REDACT_KEYS": (_NAMES, "redact_keys"),
+}
+"""Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""
+
+
+def parse_setting(key: str, value: Any) -> dict[str, Any]:
+    """Validate one ``ULTIMATE_JOBS`` entry: the JobsSettings fields it sets.
+
+    Raises:
+        SettingsInvalid: ``key`` is unknown, or ``value`` is not of its kind.
+    """
+    if key not in SETTINGS:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS has unknown keys: {key}", meta={"unknown": [key]}
+        )
+    kind, attr = SETTINGS[key]
+    parsed = kind.parse(key, value)
+    return parsed if not attr else {attr: parsed}
 
 
 def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
@@ -85,49 +220,15 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     Raises:
         SettingsInvalid: an unknown key, or a value of the wrong kind.
     """
-    known = set(_DURATION_KEYS) | set(_COUNT_KEYS) | _OTHER_KEYS
-    unknown = sorted(set(raw) - known)
+    unknown = sorted(set(raw) - set(SETTINGS))
     if unknown:
         raise SettingsInvalid(
             f"ULTIMATE_JOBS has unknown keys: {', '.join(unknown)}",
             meta={"unknown": unknown},
         )
     values: dict[str, Any] = {}
-    for key, attr in _DURATION_KEYS.items():
-        if key in raw:
-            values[attr] = _duration(f"ULTIMATE_JOBS[{key!r}]", raw[key])
-    for key, attr in _COUNT_KEYS.items():
-        if key in raw:
-            values[attr] = _count(key, raw[key])
-    if "DRIVER" in raw:
-        if raw["DRIVER"] not in _DRIVERS:
-            raise SettingsInvalid(
-                f"ULTIMATE_JOBS['DRIVER'] must be one of {sorted(_DRIVERS)}"
-            )
-        values["driver"] = raw["DRIVER"]
-    if "DATABASE" in raw:
-        if not isinstance(raw["DATABASE"], str) or not raw["DATABASE"]:
-            raise SettingsInvalid("ULTIMATE_JOBS['DATABASE'] must be a DATABASES alias")
-        values["database"] = raw["DATABASE"]
-    if "QUEUES" in raw:
-        values["queues"] = _names("QUEUES", raw["QUEUES"])
-        if not values["queues"]:
-            raise SettingsInvalid(
-                "ULTIMATE_JOBS['QUEUES'] must name at least one queue"
-            )
-    if "HOUSEKEEPING_QUEUE" in raw:
-        values["housekeeping_queue"] = _queue_name(
-            "HOUSEKEEPING_QUEUE", raw["HOUSEKEEPING_QUEUE"]
-        )
-    for key in ("WAKE", "PREPARE"):
-        if key in raw:
-            if not isinstance(raw[key], bool):
-                raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be True or False")
-            values[key.lower()] = raw[key]
-    if "REDACT_KEYS" in raw:
-        values["redact_keys"] = _names("REDACT_KEYS", raw["REDACT_KEYS"])
-    if "RETENTION" in raw:
-        values.update(_retention(raw["RETENTION"]))
+    for key, value in raw.items():
+        values.update(parse_setting(key, value))
     if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:
         values["heartbeat_interval_ms"] = values["visibility_timeout_ms"] // 3
     parsed = JobsSettings(**values)
@@ -137,65 +238,6 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
             "VISIBILITY_TIMEOUT, or every lease lapses between renewals"
         )
     return parsed
-
-
-def _retention(value: Any) -> dict[str, int]:
-    if not isinstance(value, Mapping):
-        raise SettingsInvalid(
-            'ULTIMATE_JOBS["RETENTION"] must be a dict like {"done": "1d", "failed": "14d"}'
-        )
-    unknown = sorted(set(value) - set(_RETENTION_KEYS), key=str)
-    if unknown:
-        raise SettingsInvalid(
-            f'ULTIMATE_JOBS["RETENTION"] has unknown keys: {unknown!r} '
-            f"(known: {sorted(_RETENTION_KEYS)})"
-        )
-    return {
-        attr: _duration(f'ULTIMATE_JOBS["RETENTION"][{key!r}]', value[key])
-        for key, attr in _RETENTION_KEYS.items()
-        if key in value
-    }
-
-
-def _duration(what: str, value: Any) -> int:
-    try:
-        return parse_duration_ms(value, what=what)
-    except DurationInvalid as error:
-        raise SettingsInvalid(error.cause) from error
-
-
-def _count(key: str, value: Any) -> int:
-    if not is_count(value):
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS[{key!r}] must be a whole number of at least 1, got {value!r}"
-        )
-    return int(value)
-
-
-def _names(key: str, value: Any) -> tuple[str, ...]:
-    if (
-        isinstance(value, str | bytes)
-        or not isinstance(value, list | tuple)
-        or not all(isinstance(v, str) and v for v in value)
-    ):
-        raise SettingsInvalid(f"ULTIMATE_JOBS[{key!r}] must be a list of names")
-    return tuple(value)
-
-
-def _queue_name(key: str, value: Any) -> str:
-    # The rules of @job(queue=...): a name a job could be declared with.
-    if (
-        not isinstance(value, str)
-        or not value
-        or value != value.strip()
-        or len(value) > 200
-        or not value.isprintable()
-    ):
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS[{key!r}] must be a queue name: a non-empty string of at "
-            "most 200 printable characters, without surrounding spaces"
-        )
-    return value
 
 
 @cache

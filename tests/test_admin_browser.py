@@ -6,8 +6,9 @@ delayed job is cancelled; a queue and a cron task are paused and resumed;
 the dead letters are retried in bulk; a staff user without ``retry_job`` is
 offered no retry and a forged POST changes nothing.
 
-Selenium drives Debian's ``chromium`` through ``chromium-driver`` (``.ci/run``
-installs both). Without them these tests FAIL: they are the acceptance.
+Selenium drives Debian's ``chromium`` through ``chromium-driver`` (``./dev
+test`` installs both, or says how). Without them these tests FAIL: they are
+the acceptance.
 With ``ULTIMATE_JOBS_SCREENSHOTS=1`` they save the PNGs under docs/images/.
 """
 
@@ -26,8 +27,9 @@ from tests.support.example import Demo, scratch_database
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
+BROWSER_DIR = Path(os.environ.get("ULTIMATE_JOBS_BROWSER_DIR") or "/usr/bin")
+CHROMIUM = BROWSER_DIR / "chromium"
+CHROMEDRIVER = BROWSER_DIR / "chromedriver"
 SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "images"
 PASSWORD = "browser-pw"
 WAIT_S = 10
@@ -62,7 +64,7 @@ def browser():
     if missing:
         pytest.fail(
             f"the admin browser tests need {', '.join(missing)}: "
-            "apt-get install -y chromium chromium-driver (.ci/run does this)",
+            "apt-get install -y chromium chromium-driver (./dev test does this)",
             pytrace=False,
         )
     from selenium import webdriver

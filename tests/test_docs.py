@@ -1,7 +1,7 @@
 """The docs tell the truth about the code.
 
 - every registered error code is in docs/reference/errors.md with its retry
-  class, and nothing else is;
+  class, and nothing else is, and each is raised somewhere;
 - every ULTIMATE_JOBS key is in docs/reference/settings.md, and nothing else;
 - the state diagram has exactly the transitions the trigger enforces;
 - every event name the package logs is in docs/reference/logging.md;
@@ -13,8 +13,11 @@
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import json
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -24,14 +27,16 @@ from pathlib import Path
 import pytest
 from django.core.management.base import BaseCommand
 
+import django_ultimate_jobs
 from django_ultimate_jobs import conf, errors
 from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.errors import SettingsInvalid
+from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 from django_ultimate_jobs.registry import registered_jobs, unregister
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 DOC_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+PACKAGE = ROOT / "django_ultimate_jobs"
 
 RUN_MARK = "# example: run"
 _FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -104,6 +109,93 @@ def test_every_error_code_is_documented_with_its_retry_class(package_codes):
     assert not wrong, f"documented retry class != registered (doc, code): {wrong}"
 
 
+def _code_classes() -> dict[str, type[JobsError]]:
+    """Code -> the package class that declares it (every module imported)."""
+    for module in pkgutil.walk_packages([str(PACKAGE)], "django_ultimate_jobs."):
+        importlib.import_module(module.name)
+    found: dict[str, type[JobsError]] = {}
+    pending: list[type[JobsError]] = [JobsError]
+    while pending:
+        klass = pending.pop()
+        pending.extend(klass.__subclasses__())
+        if klass.__module__.startswith("django_ultimate_jobs.") and "code" in vars(
+            klass
+        ):
+            found[klass.code] = klass
+    return found
+
+
+def _docstring_nodes(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(
+            node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef
+        ):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr):
+                ids.add(id(body[0].value))
+    return ids
+
+
+def _uses() -> tuple[set[str], set[str]]:
+    """(names called, code strings written as errors) across the package source."""
+    called: set[str] = set()
+    written: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = _docstring_nodes(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                    called.add(func.value.id)  # Name.wrap(...)
+                elif isinstance(func, ast.Name):
+                    called.add(func.id)
+                for keyword in node.keywords:
+                    if keyword.arg == "code" and isinstance(
+                        keyword.value, ast.Constant
+                    ):
+                        written.add(str(keyword.value.value))
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+                and node.value.startswith("X_")
+                and ":" in node.value
+            ):
+                written.add(node.value.split(":", 1)[0])
+    return called, written
+
+
+def test_every_registered_code_is_raised_somewhere(package_codes):
+    """No code sits in the catalogue without a path that raises or stores it.
+
+    Raised means, in the package's source (docstrings and comments do not
+    count): a call of the class that carries the code (``Name(...)``,
+    ``Name.wrap(...)``), a string written as an error (``"X_CODE: ..."``), or
+    ``code="X_CODE"``. Classes ``django_ultimate_jobs`` exports and
+    ``errors.APP_CODES`` are raised by apps.
+    """
+    classes = _code_classes()
+    called, written = _uses()
+    # The scan sees both kinds of use (a class called, a stored error text).
+    assert "JobNotFound" in called and "X_JOB_UNKNOWN" in written
+    for_apps = {
+        klass.code
+        for name in django_ultimate_jobs.__all__
+        if isinstance(klass := getattr(django_ultimate_jobs, name), type)
+        and issubclass(klass, JobsError)
+    } | set(errors.APP_CODES)
+    unused = sorted(
+        code
+        for code in package_codes
+        if code not in for_apps
+        and code not in written
+        and not (code in classes and classes[code].__name__ in called)
+    )
+    assert not unused, f"codes defined but never raised: {unused}"
+
+
 def test_every_retry_class_is_explained():
     """The retry-class table names every RetryClass value."""
     text = _read("docs/reference/errors.md")
@@ -115,13 +207,14 @@ def test_every_retry_class_is_explained():
 
 
 def _accepted_keys() -> set[str]:
-    """Every key parse_settings accepts, from the module's own key tables."""
-    return set(conf._DURATION_KEYS) | set(conf._COUNT_KEYS) | set(conf._OTHER_KEYS)
+    """Every key parse_settings accepts: conf's own table of settings."""
+    return set(conf.SETTINGS)
 
 
-def _settings_table_keys() -> set[str]:
+def _settings_rows() -> dict[str, list[str]]:
+    """Key -> [default, meaning, validated by], from the table in settings.md."""
     text = _read("docs/reference/settings.md").split("\n## ", 1)[0]
-    return set(_table_cells(text, r"[A-Z][A-Z0-9_]*"))
+    return _table_cells(text, r"[A-Z][A-Z0-9_]*")
 
 
 def _refused_as_unknown(key: str) -> bool:
@@ -135,7 +228,7 @@ def _refused_as_unknown(key: str) -> bool:
 
 
 def test_key_tables_are_what_parse_settings_accepts():
-    """The key tables the docs check is derived from are the accepted keys."""
+    """The key table the docs are checked against is the accepted keys."""
     keys = _accepted_keys()
     assert keys, "conf defines no keys"
     assert not [key for key in keys if _refused_as_unknown(key)]
@@ -144,11 +237,33 @@ def test_key_tables_are_what_parse_settings_accepts():
 
 def test_every_setting_is_documented():
     """settings.md lists every ULTIMATE_JOBS key, and no key that does not exist."""
-    documented = _settings_table_keys()
+    documented = set(_settings_rows())
     missing = sorted(_accepted_keys() - documented)
     stale = sorted(documented - _accepted_keys())
     assert not missing, f"keys missing from docs/reference/settings.md: {missing}"
     assert not stale, f"docs/reference/settings.md lists unknown keys: {stale}"
+
+
+def test_documented_defaults_are_the_defaults():
+    """Each Default cell, parsed as conf parses the key, gives JobsSettings' default."""
+    defaults = conf.JobsSettings()
+    wrong = {}
+    for key, (default, *_) in _settings_rows().items():
+        written = ast.literal_eval(default.strip("`"))
+        for attr, value in conf.parse_setting(key, written).items():
+            if getattr(defaults, attr) != value:
+                wrong[key] = (default, getattr(defaults, attr))
+    assert not wrong, f"settings.md default != conf default (doc, code): {wrong}"
+
+
+def test_documented_types_are_what_conf_checks():
+    """Each "Validated by" cell opens with what conf says the key must be."""
+    wrong = {}
+    for key, (_default, _meaning, validated_by, *_) in _settings_rows().items():
+        expects = conf.SETTINGS[key][0].expects
+        if not validated_by.replace("`", "").lower().startswith(expects.lower()):
+            wrong[key] = (validated_by, expects)
+    assert not wrong, f"settings.md 'Validated by' does not open with: {wrong}"
 
 
 # -- states, logging, commands --------------------------------------------------

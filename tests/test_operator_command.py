@@ -140,3 +140,23 @@ def test_count_prints_one_number(pg_driver):
     assert jobs("count", "--name", "tests.noop", "--state", "dead") == "0\n"
     with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
         jobs("count", "--state", "dead,exploded")
+
+
+def test_json_is_accepted_after_every_verb(pg_driver):
+    """``jobs <verb> ... --json`` works as ``jobs --json <verb> ...`` does."""
+    from django_ultimate_jobs.management.commands.jobs import Command
+
+    enqueued = str(noop.using(delay="1h").enqueue(n=6).id)
+    assert json.loads(jobs("show", enqueued, "--json"))["id"] == enqueued
+    assert json.loads(jobs("ls", "--json", "--limit", "1"))["jobs"][0]["id"] == enqueued
+    assert json.loads(jobs("stats", "--json"))["totals"]["delayed"] == 1
+    assert json.loads(jobs("--json", "stats"))["totals"]["delayed"] == 1
+    assert "totals" not in jobs("stats")  # human output stays the default
+    subparsers = Command().create_parser("manage.py", "jobs")._subparsers
+    (verbs,) = [a for a in subparsers._group_actions if a.choices]
+    without = [
+        verb
+        for verb, parser in verbs.choices.items()
+        if not any("--json" in action.option_strings for action in parser._actions)
+    ]
+    assert not without, f"verbs that refuse a trailing --json: {without}"

@@ -309,35 +309,66 @@ def test_progress_is_stored_before_the_settle(pg_driver, declared):
     @declared()
     def reporting(ctx):
         for done in range(1, 4):
-            ctx.progress(done, 3, note="x" * 500)
+            ctx.progress(done, 3, note="x" * 200)
 
     enqueued = reporting.enqueue()
     drain(pg_driver)
     progress = pg_driver.get(enqueued.id).progress
     assert progress["done"] == 3 and progress["total"] == 3
-    assert len(progress["note"]) == 200
+    assert progress["note"] == "x" * 200
 
 
-def test_a_progress_note_postgres_cannot_store_is_kept_with_u_fffd(pg_driver, declared):
-    """NUL and lone surrogates in a note become U+FFFD; the report lands.
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ((float("nan"), 3), "done=...) must be finite, not nan"),
+        ((1, float("inf")), "total=...) must be finite, not inf"),
+        ((True, 3), "done=...) must be an int or a float, not bool"),
+        ((1, 3, "x" * 201), "holds 201 characters; at most 200"),
+        ((1, 3, 7), "note=...) must be a string, not int"),
+    ],
+)
+def test_bad_progress_is_refused_not_clamped(pg_driver, declared, args, says):
+    """NaN, infinity and an overlong note fail the body with a code; none is stored."""
 
-    The note is the app's text, cut anyway: one bad character must not
-    lose the report (or abort a transaction the body holds open).
+    @declared(retry=Retry(attempts=3))
+    def reporting(ctx):
+        ctx.progress(*args)
+
+    enqueued = reporting.enqueue()
+    (execution,) = drain(pg_driver)
+    assert execution.outcome == "dead-lettered"
+    row = pg_driver.get(enqueued.id)
+    assert row.progress is None and row.attempt == 1
+    assert row.last_error.startswith("X_JOB_PROGRESS_INVALID: ctx.progress(")
+    assert says in row.last_error
+
+
+def test_a_progress_note_postgres_cannot_store_is_refused_before_any_write(
+    pg_driver, declared
+):
+    """A NUL or a lone surrogate in a note: X_JOB_PROGRESS_INVALID, nothing written.
+
+    Refused in Python, so a transaction the body holds open stays usable.
     """
     from django.db import transaction
+
+    from django_ultimate_jobs.errors import JobProgressInvalid
 
     @declared()
     def reporting(ctx):
         with transaction.atomic():
-            ctx.progress(1, 2, note="half\x00way \ud800")
+            for note in ("half\x00way", "half \ud800"):
+                with pytest.raises(JobProgressInvalid):
+                    ctx.progress(1, 2, note=note)
             ctx.flush_progress()
             # Read in the same transaction: it must still be usable.
-            return pg_driver.get(ctx.job_id).progress["note"]
+            return pg_driver.get(ctx.job_id).progress
 
     enqueued = reporting.enqueue()
     (execution,) = drain(pg_driver)
     assert execution.outcome == "completed"
-    assert execution.result == "half\ufffdway \ufffd"
+    assert execution.result is None
     assert pg_driver.get(enqueued.id).state == "done"
 
 

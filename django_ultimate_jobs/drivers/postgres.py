@@ -8,6 +8,7 @@ one round trip unless its docstring says otherwise.
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
+from django.apps import apps
 from django.db import DatabaseError, IntegrityError, connections, transaction
 
 from ..clock import Clock, system_clock
@@ -29,6 +31,7 @@ from ..errors import (
     JobNotPromotable,
     JobNotRemovable,
     JobNotRequeueable,
+    JobsTablesMissing,
 )
 from ..ids import uuid7
 from ..states import FINISHED_STATES, JobState, parse_state
@@ -140,25 +143,22 @@ class PostgresDriver(PostgresCron):
             raw.execute("SET plan_cache_mode = force_generic_plan")
             _GENERIC_PLAN_CONNECTIONS.add(raw)
         try:
-            with connection.wrap_database_errors:
-                with psycopg.Cursor(raw) as cursor:
-                    cursor.execute(
-                        query(name),
-                        {"now": self.clock.sql_now(), **params},
-                        prepare=self.prepare and prepare,
-                    )
-                    if cursor.description is None:
-                        return []
-                    return cursor.fetchall()
+            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+                cursor.execute(
+                    query(name),
+                    {"now": self.clock.sql_now(), **params},
+                    prepare=self.prepare and prepare,
+                )
+                if cursor.description is None:
+                    return []
+                return cursor.fetchall()
         except DatabaseError as error:
-            if isinstance(error.__cause__, psycopg.errors.ReadOnlySqlTransaction):
-                raise DriverUnavailable(
-                    "the jobs database refuses writes (a read-only standby, or "
-                    "default_transaction_read_only is on); nothing was written",
-                    fix="point ULTIMATE_JOBS['DATABASE'] at the primary, or turn "
-                    "default_transaction_read_only off",
-                ) from error
-            raise
+            # Looked at only once a statement failed: the hot path pays
+            # nothing for a clear answer.
+            coded = _coded_failure(self.using, error)
+            if coded is None:
+                raise
+            raise coded from error
 
     # -- enqueue -------------------------------------------------------------
 
@@ -647,6 +647,52 @@ class PostgresDriver(PostgresCron):
 
 
 # -- row decoding -------------------------------------------------------------
+
+
+def _coded_failure(using: str, error: DatabaseError) -> Exception | None:
+    """The coded error for a statement that failed for a known reason, or None."""
+    cause = error.__cause__
+    if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
+        return DriverUnavailable(
+            "the jobs database refuses writes (a read-only standby, or "
+            "default_transaction_read_only is on); nothing was written",
+            fix="point ULTIMATE_JOBS['DATABASE'] at the primary, or turn "
+            "default_transaction_read_only off",
+        )
+    missing = _missing_jobs_table(error)
+    return None if missing is None else _tables_missing(using, missing)
+
+
+_UNDEFINED_TABLE = re.compile(r'relation "(ultimate_jobs_\w+)" does not exist')
+
+
+def _missing_jobs_table(error: DatabaseError) -> str | None:
+    """The jobs table a failed statement did not find, or None."""
+    cause = error.__cause__
+    if not isinstance(cause, psycopg.errors.UndefinedTable):
+        return None
+    found = _UNDEFINED_TABLE.search(str(cause))
+    return found.group(1) if found else None
+
+
+def _tables_missing(using: str, table: str) -> JobsTablesMissing:
+    meta = {"table": table, "database": using}
+    # Before django.setup() the registry cannot tell: say "migrate".
+    if apps.apps_ready and not apps.is_installed("django_ultimate_jobs"):
+        return JobsTablesMissing(
+            f'the jobs table {table} does not exist: "django_ultimate_jobs" is not '
+            "in INSTALLED_APPS, so migrate never created it",
+            fix='add "pgtrigger" and "django_ultimate_jobs" to INSTALLED_APPS, '
+            "then run python manage.py migrate",
+            meta=meta,
+        )
+    database = "" if using == "default" else f" --database {using}"
+    return JobsTablesMissing(
+        f"the jobs table {table} does not exist in the database {using!r}: "
+        "the django_ultimate_jobs migrations have not run there",
+        fix=f"python manage.py migrate ultimate_jobs{database}",
+        meta=meta,
+    )
 
 
 def array_literal(values: Sequence[UUID | int]) -> str:

