@@ -271,10 +271,13 @@ class Worker:
     def _capacity(self) -> int:
         # Jobs held beyond the running slots, so slots never wait on a claim
         # round trip: a whole claim batch while jobs are short (their leases
-        # are settled within milliseconds), one per slot once they are not,
-        # so long jobs are not hoarded away from other workers.
+        # are settled within milliseconds). None once they are not: a claim
+        # round trip is small beside such a job, long jobs are not hoarded
+        # away from other workers, and a row `running` in the database is a
+        # body running (an operator reading the table during an incident is
+        # not misled by jobs that only wait in a worker).
         short = self._mean_ms < SHORT_JOB_MS
-        ahead = self.config.claim_batch if short else self.config.concurrency
+        ahead = self.config.claim_batch if short else 0
         return self.config.concurrency + ahead
 
     def _worth_claiming(self) -> int:
