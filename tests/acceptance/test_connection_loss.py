@@ -93,6 +93,28 @@ def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
     assert worker.alive()
 
 
+def test_every_backend_terminated_at_once_settles_every_later_job_first_time(fleet):
+    """The issue's reproduction: what a restart or a failover does to a worker."""
+    url, database = _server()
+    worker = fleet.start("--concurrency", "2")
+    before = [effect.enqueue(tag=f"before-{i}").id for i in range(20)]
+    _wait_done(before, fleet)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (own,) = cursor.fetchone()
+
+    killed = terminate_backends(url, lambda b: b.pid != own, database=database)
+    assert len(killed) >= 3
+    after = [effect.enqueue(tag=f"after-{i}").id for i in range(40)]
+    _wait_done(after, fleet)
+
+    rows = Job.objects.filter(id__in=after)
+    assert sorted({(r.state, r.attempt, r.claims) for r in rows}) == [("done", 1, 1)]
+    log = worker.output()
+    assert "jobs.wake.unverified" not in log
+    assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
+
+
 def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
     """A body that kills its process spends its own attempts, nobody else's.
 
