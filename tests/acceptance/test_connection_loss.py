@@ -126,10 +126,10 @@ def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
     bad = poison.enqueue().id
     healthy = [steady.enqueue(sleep_ms=100).id for _ in range(100)]
     fleet.start("--processes", "2", "--concurrency", "4", env={"UJ_CLAIM_BATCH": "16"})
-    _wait_done(healthy, fleet, timeout=120)
+    _wait_done(healthy, fleet, timeout=80)
     wait_until(
         lambda: Job.objects.get(id=bad).state == "dead",
-        60,
+        30,
         message=lambda: f"{Job.objects.get(id=bad).state}\n" + fleet.logs(),
     )
 
