@@ -194,6 +194,9 @@ class ClaimOptions:
     """Job names whose lease-lapsed burial is ``failed``, not ``dead``."""
     registry_ttl_ms: int | None = None
     """When set, also refresh this worker's registry row (idle workers)."""
+    retake: int | None = None
+    """At most this many lapsed leases re-taken (``None``: up to ``limit``).
+    Exhausted ones count too: they are buried, not claimed."""
     start_now: int = 0
     """Record the first this-many rows (claim order, lapsed ones excepted) as
     started: the worker hands them to idle slots at once. A lapse charges an

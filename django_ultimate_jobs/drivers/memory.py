@@ -192,10 +192,19 @@ class MemoryDriver(MemoryCron):
         lease = now + timedelta(milliseconds=options.visibility_ms)
         with self._lock:
             queues = set(options.queues) - self._paused.keys()
-            candidates = (
+            claimable = [
                 row for row in self._jobs.live.values() if _claimable(row, queues, now)
+            ]
+            retake = options.limit if options.retake is None else options.retake
+            lapsed = heapq.nsmallest(
+                retake,
+                (row for row in claimable if row.state == JobState.RUNNING),
+                key=JobRow.claim_order,
             )
-            picked = heapq.nsmallest(options.limit, candidates, key=JobRow.claim_order)
+            waiting = (row for row in claimable if row.state != JobState.RUNNING)
+            picked = heapq.nsmallest(
+                options.limit, [*waiting, *lapsed], key=JobRow.claim_order
+            )
             claimed: list[ClaimedJob] = []
             buried: list[JobRecord] = []
             heads = 0

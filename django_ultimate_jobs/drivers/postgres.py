@@ -300,6 +300,7 @@ class PostgresDriver(PostgresCron):
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
                 "ttl": options.registry_ttl_ms,
                 "start_now": options.start_now,
+                "retake": options.limit if options.retake is None else options.retake,
             },
         )
         claimed = [_claimed(row) for row in rows if row[9] == "running"]

@@ -101,6 +101,7 @@ class Lane:
         queues: list[str] | None = None,
         registry_ttl_ms: int | None = None,
         start_now: int = 0,
+        retake: int | None = None,
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -111,6 +112,7 @@ class Lane:
             drop_exhausted=drop,
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
+            retake=retake,
         )
         return self.driver.claim(options)
 
@@ -235,6 +237,20 @@ class DriverConformance(OperatorConformance):
         assert again[first.id].attempt == 2
         assert [again[e.id].attempt for e in held] == [1, 1]
         assert all(job.retaken and job.needs_start_mark for job in again.values())
+
+    def test_retake_bounds_the_lapsed_rows_a_claim_takes(self, lane, clock):
+        """``retake`` caps re-taken lapsed leases; waiting rows still fill the claim."""
+        lapsing = [lane.enqueue(priority=5) for _ in range(3)]
+        assert len(lane.claim(limit=3).claimed) == 3
+        clock.advance(milliseconds=VISIBILITY_MS + 1)
+        fresh = lane.enqueue()
+        none = lane.claim("worker-b", limit=10, retake=0).claimed
+        assert [job.id for job in none] == [fresh.id]
+        first, *others = sorted(e.id for e in lapsing)  # claim order: by id
+        one = lane.claim("worker-b", limit=10, retake=1).claimed
+        assert [(job.id, job.retaken) for job in one] == [(first, True)]
+        rest = lane.claim("worker-c", limit=10).claimed
+        assert sorted(job.id for job in rest) == others
 
     def test_a_lapse_before_the_start_is_known_spends_no_attempt(self, lane, clock):
         """Jobs claimed ahead of one that killed their worker lose nothing.

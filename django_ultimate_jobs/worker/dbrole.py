@@ -42,8 +42,11 @@ __all__ = [
     "DatabaseOutage",
     "RoleConnection",
     "application_name",
+    "close_thread_connections",
     "drop_dead_connections",
+    "is_connection_gone",
     "is_connection_lost",
+    "is_database_away",
     "recover",
     "reset_broken_connections",
     "sqlstate",
@@ -109,6 +112,52 @@ def is_connection_lost(error: BaseException, raw: Any) -> bool:
     return raw is None or bool(raw.closed) or bool(getattr(raw, "broken", False))
 
 
+_SESSION_REFUSED = frozenset({"25006", "57P01", "57P02", "57P03", "53300"})
+
+
+def is_database_away(error: BaseException) -> bool:
+    """Whether a job body's error says the database is away, not the body wrong.
+
+    Judged from the error alone (the body may have used any alias): a lost
+    connection, a server shutting down or starting, a read-only session. A
+    statement timeout or a lock timeout is the body's own business.
+    """
+    state = sqlstate(error)
+    if state is not None:
+        return state in _SESSION_REFUSED or state.startswith("08")
+    candidate: BaseException | None = error
+    for _ in range(4):
+        if candidate is None:
+            return False
+        if isinstance(candidate, _CONNECTION_ERRORS):
+            return True
+        candidate = candidate.__cause__ or candidate.__context__
+    return False
+
+
+def is_connection_gone(error: BaseException) -> bool:
+    """Whether a job body's error is its connection dropped under it.
+
+    Never the body's fault (a read-only session may be: a handler that
+    writes to a replica), so such an attempt is handed back uncounted.
+    """
+    state = sqlstate(error)
+    if state is not None:
+        return state in ("57P01", "57P02", "57P03") or state.startswith("08")
+    return is_database_away(error)
+
+
+def close_thread_connections() -> None:
+    """Close this thread's connections outside a transaction (new sessions next)."""
+    for connection in connections.all(initialized_only=True):
+        if connection.connection is None or connection.in_atomic_block:
+            continue
+        try:
+            connection.close()
+        except Exception:  # a dead socket: drop it, reconnect next time
+            connection.connection = None
+
+
 def is_unavailable(error: BaseException, raw: Any) -> bool:
     """Whether the database cannot serve now (lost, restarting, read-only, locked)."""
     if is_connection_lost(error, raw):
@@ -131,6 +180,9 @@ class DatabaseOutage:
         self.first_retry_s = first_retry_s
         self.max_retry_s = max_retry_s
         self._lock = threading.Lock()
+        self._up = threading.Event()
+        self._up.set()
+        self._first_role: str | None = None
         self._down_since: float | None = None
         self._recovered_at: float | None = None
         self._next_try = 0.0
@@ -148,27 +200,35 @@ class DatabaseOutage:
         """Whether the database is known not to answer right now."""
         return self._down_since is not None
 
-    def lost(self, role: str, error: BaseException, *, last_ok: float | None) -> None:
-        """A role could not reach the database (or it refused to serve)."""
+    def wait_up(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the database to answer; True if it does."""
+        return self._up.wait(timeout)
+
+    def lost(self, role: str, error: BaseException, *, last_ok: float | None) -> bool:
+        """A role could not reach the database (or it refused to serve).
+
+        Answers True for an echo: the role's connection died in the outage
+        that just ended and this is its first use since. It reconnects at
+        once; a failure after that is a new outage.
+        """
         now = time.monotonic()
         with self._lock:
             if self._down_since is not None:
                 logger.debug("jobs.db.lost", extra={"role": role, "error": str(error)})
-                return
+                return False
             if (
                 last_ok is not None
                 and self._recovered_at is not None
                 and last_ok < self._recovered_at
             ):
-                # This role's connection died in the outage that just ended
-                # and this is its first use since: an echo, not a new outage.
-                # It reconnects at once; a failure then is a new outage.
                 logger.debug(
                     "jobs.db.stale-connection",
                     extra={"role": role, "error": str(error)},
                 )
-                return
+                return True
             self._down_since = now
+            self._first_role = role
+            self._up.clear()
             self._tries = 0
             self._next_try = now + self.first_retry_s
             self.outages += 1
@@ -181,6 +241,7 @@ class DatabaseOutage:
                 "work is kept and settled when the database answers",
             },
         )
+        return False
 
     def retry_in(self) -> float:
         """Seconds until the next try is due; 0 takes the try (and books the next)."""
@@ -197,15 +258,23 @@ class DatabaseOutage:
             return 0.0
 
     def recovered(self, role: str) -> None:
-        """A role got through: the outage (if any) is over."""
+        """A role got through: the outage (if any) is over.
+
+        The LISTEN connection's answer ends only an outage it reported
+        itself: LISTEN works on a read-only database, and proves nothing
+        about the writes the other roles need.
+        """
         with self._lock:
             if self._down_since is None:
+                return
+            if role == "listen" and self._first_role != "listen":
                 return
             now = time.monotonic()
             outage_s = now - self._down_since
             self._down_since = None
             self._recovered_at = now
             tries = self._tries
+            self._up.set()
         logger.warning(
             "jobs.db.recovered",
             extra={"role": role, "outage_s": round(outage_s, 3), "tries": tries},
@@ -268,7 +337,10 @@ class RoleConnection:
             logger.debug("jobs.db.close-failed", exc_info=True)
         if unavailable:
             self.failing = True
-            self.outage.lost(self.role, error, last_ok=self._last_ok)
+            if self.outage.lost(self.role, error, last_ok=self._last_ok):
+                # An echo gets one immediate retry, not a second one: if the
+                # new connection fails too, that is an outage of its own.
+                self._last_ok = time.monotonic()
         return unavailable
 
     def refresh(self) -> None:

@@ -51,7 +51,10 @@ from .config import WorkerConfig
 from .dbrole import (
     DatabaseOutage,
     RoleConnection,
+    close_thread_connections,
     drop_dead_connections,
+    is_connection_gone,
+    is_database_away,
     recover,
     reset_broken_connections,
 )
@@ -67,6 +70,8 @@ _SETTLE_BATCH = 256
 _SETTLE_GATHER_S = 0.002
 DRAIN_CANCEL_MARGIN_S = 2.0
 COUNTER_ROLLUP_INTERVAL_S = 600.0
+DATABASE_AWAY_RETRY_MS = 1_000
+"""When a job whose connection dropped under its body runs again."""
 SHORT_JOB_MS = 50
 """Below this mean attempt duration a worker claims a whole batch ahead."""
 CHUNK_BELOW_MS = 1.0
@@ -306,7 +311,9 @@ class Worker:
             limit = min(free, self.config.claim_batch)
             self._claim_db.refresh()
             try:
-                claimed, buried = self._claim(limit, start_now=self._idle_heads(limit))
+                claimed, buried = self._claim(
+                    limit, start_now=self._idle_heads(limit), retake=self._retake()
+                )
             except Exception as error:
                 if not self._claim_db.failed(error):
                     logger.exception(
@@ -354,6 +361,14 @@ class Worker:
         idle = max(0, self.config.concurrency - busy)
         return min(idle, -(-limit // self._chunk_size(limit)))
 
+    def _retake(self) -> int:
+        # One suspect (a re-taken lapsed lease) held at a time: suspects run
+        # one at a time anyway (_OneAtATime), and one held waiting for its
+        # turn would lapse again if the running one killed the process.
+        with self._lock:
+            held = list(self._held.values())
+        return 0 if any(a.claimed.retaken and not a.settled for a in held) else 1
+
     def _dispatch(self, claimed: list[Attempt]) -> None:
         heads: list[Attempt] = []
         rest: list[Attempt] = []
@@ -380,7 +395,7 @@ class Worker:
             self._slots.put(item)
 
     def _claim(
-        self, limit: int, *, start_now: int = 0
+        self, limit: int, *, start_now: int = 0, retake: int | None = None
     ) -> tuple[list[Attempt], list[Any]]:
         registry_ttl = None
         if self._registry_due and self.held_count() == 0:
@@ -395,6 +410,7 @@ class Worker:
                 drop_exhausted=self._drop_names,
                 registry_ttl_ms=registry_ttl,
                 start_now=start_now,
+                retake=retake,
             )
         )
         if result.claimed:
@@ -528,6 +544,8 @@ class Worker:
         loop: asyncio.AbstractEventLoop | None,
         db: RoleConnection,
     ) -> Execution | None:
+        if self.outage.down and not self._wait_for_database(attempt):
+            return None if attempt.settled else _not_started(attempt)
         if not attempt.claimed.retaken:
             return self._run_body(attempt, loop, db)
         # A re-taken job may be the one that killed its last worker: it runs
@@ -563,11 +581,31 @@ class Worker:
         if execution is None and attempt.abandoned:
             with self._lock:
                 self._stuck -= 1
+        if execution is not None and execution.error is not None:
+            if is_database_away(execution.error):
+                # The body met the database away (a restart, a read-only
+                # failover): its sessions are replaced (a read-only one would
+                # stay read-only), and the process learns of the outage, so
+                # the next bodies wait for it rather than fail the same way.
+                close_thread_connections()
+                self.outage.lost("slot", execution.error, last_ok=None)
+                if is_connection_gone(execution.error):
+                    execution = _handed_back(execution)
         if execution is None or execution.error is not None:
             # Only a failed body can have broken its connection; a
             # scan of every connection per job cost ~8% of a no-op.
             reset_broken_connections()
         return execution
+
+    def _wait_for_database(self, attempt: Attempt) -> bool:
+        # Bodies do not start while the database is known to be away: one
+        # that needs it would fail and spend an attempt. False: the attempt
+        # was handed back or lost its lease meanwhile.
+        while self.outage.down:
+            if attempt.settled or attempt.token.is_set():
+                return False
+            self.outage.wait_up(0.2)
+        return True
 
     def _mark_started(self, attempt: Attempt, db: RoleConnection | None = None) -> bool:
         # A re-taken lapsed lease records its start before the body runs, so
@@ -981,6 +1019,31 @@ class _OneAtATime:
             if self._running is attempt:
                 self._running = None
             self._changed.notify_all()
+
+
+def _handed_back(execution: Execution) -> Execution:
+    # A body whose connection dropped under it (a restart, a failover): not
+    # its fault, so the attempt is given back and the job runs again soon.
+    claimed, error = execution.claimed, execution.error
+    render = getattr(error, "render", None)
+    text = render() if callable(render) else f"{type(error).__name__}: {error}"
+    nack = NackRequest(
+        job_id=claimed.id,
+        identity=claimed.identity,
+        delay_ms=DATABASE_AWAY_RETRY_MS,
+        error=f"X_DRIVER_UNAVAILABLE: the database connection dropped under the body "
+        f"({text[:300]}); the attempt was not counted",
+        counts_as_attempt=False,
+        duration_ms=execution.duration_ms,
+    )
+    return Execution(
+        claimed,
+        "interrupted",
+        execution.duration_ms,
+        execution.handle,
+        nack=nack,
+        error=error,
+    )
 
 
 def _not_started(attempt: Attempt) -> Execution:

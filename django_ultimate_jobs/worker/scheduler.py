@@ -48,6 +48,8 @@ RENEWALS_PER_TTL = 3
 PAUSE_RECHECK = timedelta(seconds=5)
 """A paused (or failing) task is looked at again after this long."""
 ERROR_DELAY_S = 5.0
+ASK_AGAIN_AFTER_ERROR = timedelta(seconds=1)
+"""After a lease call failed: the next ask, instead of a renewal interval later."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +89,7 @@ class LeaderLease:
         self.renew_every = timedelta(milliseconds=ttl_ms // RENEWALS_PER_TTL)
         self.leading = False
         self.asked_at: datetime | None = None
+        self._confirmed = False
 
     def check(self) -> bool:
         """Answer whether this node leads, renewing or asking when due."""
@@ -96,8 +99,10 @@ class LeaderLease:
             self.asked_at is not None
             and timedelta(0) <= now - self.asked_at < self.renew_every
         ):
-            return self.leading
+            return self.leading and self._confirmed
         self.asked_at = now
+        if self.role is not None:
+            self.role.refresh()  # a connection closed while idle: replaced now
         try:
             leading = self.driver.leader_acquire(
                 self.key, self.holder, ttl_ms=self.ttl_ms
@@ -109,10 +114,15 @@ class LeaderLease:
                     extra={"holder": self.holder},
                     exc_info=True,
                 )
-            leading = False
-        else:
-            if self.role is not None:
-                self.role.ok()
+            # Unknown, not lost: fire nothing until an answer, ask again
+            # soon rather than a renewal later, and keep what was known (a
+            # failed renewal is not another holder: no leadership-lost).
+            self._confirmed = False
+            self.asked_at = now - self.renew_every + ASK_AGAIN_AFTER_ERROR
+            return False
+        if self.role is not None:
+            self.role.ok()
+        self._confirmed = True
         if leading and not self.leading:
             logger.info("jobs.scheduler.leading", extra={"holder": self.holder})
         elif self.leading and not leading:

@@ -16,8 +16,10 @@ import pytest
 from django.db import connection
 
 from django_ultimate_jobs.errors import DriverUnavailable
-from django_ultimate_jobs.models import Job
-from tests.jobsapp.jobs import effect, poison, steady
+from django_ultimate_jobs.models import Job, Lease
+from django_ultimate_jobs.worker.scheduler import SCHEDULER_LEASE_KEY
+from tests.jobsapp.jobs import effect, poison, steady, write_after
+from tests.jobsapp.models import Effect
 from tests.support.backends import terminate_backends, wait_for_backends
 from tests.support.waiting import wait_until
 from tests.support.workers import database_url
@@ -72,10 +74,19 @@ def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
     _wait_done(before, fleet)
     wait_for_backends(url, f"uj:{role}:%", database=database)
 
+    lease = Lease.objects.get(lease_key=SCHEDULER_LEASE_KEY, slot=0)
     killed = terminate_backends(url, f"uj:{role}:%", database=database)
     assert killed, f"no backend of role {role}"
     after = [effect.enqueue(tag=f"after-{i}").id for i in range(40)]
     _wait_done(after, fleet)
+    if role == "schedule":
+        # It renews its lease every 10 s: wait for one renewal after the
+        # kill, so the scheduler has met the loss.
+        wait_until(
+            lambda: Lease.objects.get(pk=lease.pk).expires_at > lease.expires_at,
+            PICKUP_S,
+            message=worker.tail,
+        )
 
     rows = Job.objects.filter(id__in=after)
     assert sorted({(r.state, r.attempt, r.claims) for r in rows}) == [("done", 1, 1)]
@@ -90,6 +101,8 @@ def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
     assert "jobs.wake.unverified" not in log
     assert "settle-failed" not in log and "tick-failed" not in log
     assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
+    # A failed lease renewal is not another holder.
+    assert "leadership-lost" not in log
     assert worker.alive()
 
 
@@ -180,6 +193,52 @@ def test_a_read_only_database_refuses_enqueue_with_a_code_and_workers_wait(fleet
     assert len(worker.output().splitlines()) - lines_before <= 10, worker.tail()
     rows = Job.objects.filter(id__in=ids)
     assert sorted({(r.attempt, r.claims) for r in rows}) == [(1, 1)]
+
+
+def test_a_failover_to_read_only_and_back_leaves_no_session_read_only(fleet):
+    """Bodies cut off by the switch run again uncounted; nothing stays read-only.
+
+    A session opened while the database was read-only would stay read-only
+    for its life: every later job of that slot would fail its writes.
+    """
+    url, database = _server()
+    # A lease longer than the fault: the claims stay this worker's.
+    worker = fleet.start("--concurrency", "2", env={"UJ_VISIBILITY": "30s"})
+    cut = [write_after.enqueue(sleep_ms=2000).id for _ in range(2)]
+    wait_until(
+        lambda: Effect.objects.filter(job_id__in=cut, kind="start").count() == 2,
+        PICKUP_S,
+        message=fleet.logs,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (own,) = cursor.fetchone()
+        cursor.execute(
+            f'ALTER DATABASE "{database}" SET default_transaction_read_only = on'
+        )
+    try:
+        terminate_backends(url, lambda b: b.pid != own, database=database)
+        during = [effect.enqueue(tag=f"ro-{i}").id for i in range(5)]
+        worker.wait_for_output("jobs.db.lost", PICKUP_S)
+        # The bodies' second write meets the switch (their settle waits for
+        # the database to take writes again): the fault lasts 3 s.
+        switched = time.monotonic()
+        wait_until(lambda: time.monotonic() - switched >= 3, 10)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f'ALTER DATABASE "{database}" RESET default_transaction_read_only'
+            )
+    after = [effect.enqueue(tag=f"after-{i}").id for i in range(10)]
+    _wait_done(cut + during + after, fleet)
+    rows = Job.objects.filter(id__in=during + after)
+    assert sorted({(r.attempt, r.claims) for r in rows}) == [(1, 1)]
+    assert sorted(Job.objects.filter(id__in=cut).values_list("attempt", flat=True)) == [
+        1,
+        1,
+    ]
+    log = worker.output()
+    assert log.count("jobs.db.lost") <= 2 and "dead-lettered" not in log
 
 
 def test_a_table_locked_for_ten_seconds_delays_enqueue_and_claims_then_all_finish(

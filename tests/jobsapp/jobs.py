@@ -170,3 +170,12 @@ def steady(ctx, *, sleep_ms: int = 100):
     _record(ctx, "run")
     ctx.cancellation.wait(sleep_ms / 1000)
     ctx.cancellation.raise_if_cancelled()
+
+
+@job(name="tests.write_after", retry=Retry(attempts=3, delay="100ms"))
+def write_after(ctx, *, sleep_ms: int):
+    """Record a start, wait ``sleep_ms``, then write again (needs the database)."""
+    _record(ctx, "start")
+    ctx.cancellation.wait(sleep_ms / 1000)
+    ctx.cancellation.raise_if_cancelled()
+    _record(ctx, "end")

@@ -172,7 +172,8 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- %(start_now)s fresh rows in claim order are recorded started here (the
 -- worker hands them to idle slots at once); a re-taken row's start is
 -- recorded by the worker right before its body (job_mark_started). An
--- unproven lapse keeps its attempt number. A lapse that is proven and on
+-- unproven lapse keeps its attempt number. At most %(retake)s lapsed rows
+-- are taken (a worker holds one suspect at a time). A lapse that is proven and on
 -- the final attempt (lapsed = 2) is not claimed: it comes back as an
 -- 'exhausted' row, which the driver buries with job_bury (rare; the row
 -- stays running and lapsed until then, so a crash in between only leaves
@@ -224,7 +225,7 @@ WITH clock AS MATERIALIZED (
        AND j.visible_at <= (SELECT now FROM clock)
        AND j.queue = ANY(ARRAY(SELECT name FROM open))
      ORDER BY j.priority DESC, j.run_at, j.id
-     LIMIT %(limit)s
+     LIMIT %(retake)s
        FOR UPDATE OF j SKIP LOCKED
 ), picked AS MATERIALIZED (
     SELECT id, lapsed, priority, run_at
