@@ -2,7 +2,9 @@
 
 Their choices come from what is declared (job states, the registry's job
 names and queues, the ``QUEUES`` setting), so a filter sidebar costs no
-query however many rows there are.
+query however many rows there are. Their parameters,
+:data:`FILTER_PARAMETERS`, are the only lookups the jobs list takes from
+its query string.
 """
 
 from __future__ import annotations
@@ -19,25 +21,39 @@ from ..registry import registered_jobs
 from ..states import JobState
 from ..validation import storable
 
-__all__ = ["NameFilter", "QueueFilter", "StateFilter", "TenantFilter"]
+__all__ = [
+    "FILTER_PARAMETERS",
+    "LIST_FILTERS",
+    "NameFilter",
+    "QueueFilter",
+    "StateFilter",
+    "TenantFilter",
+]
+
+_STATES = frozenset(state.value for state in JobState)
 
 
 class _ExactFilter(admin.SimpleListFilter):
     field = ""
 
+    def accepts(self, value: str) -> bool:
+        """Whether a row could hold ``value``: PostgreSQL takes no NUL or
+        lone surrogate in a parameter."""
+        return storable(value)
+
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
         """Filter on the field when a value is chosen.
 
         Raises:
-            IncorrectLookupParameters: the value holds a NUL or a lone
-                surrogate, which PostgreSQL refuses as a parameter; the
-                changelist answers it as Django does any invalid filter
-                (a redirect to ``?e=1``), not with a 500.
+            IncorrectLookupParameters: no row can hold the value (see
+                :meth:`accepts`); the changelist answers it as Django does
+                any invalid filter (a redirect to ``?e=1``), not with a 500
+                or an empty list.
         """
         value = self.value()
         if not value:
             return queryset
-        if not storable(value):
+        if not self.accepts(value):
             raise IncorrectLookupParameters(f"the {self.parameter_name} filter")
         return queryset.filter(**{self.field: value})
 
@@ -52,6 +68,10 @@ class StateFilter(_ExactFilter):
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         """The eight states, in lifecycle order."""
         return [(state.value, state.value) for state in JobState]
+
+    def accepts(self, value: str) -> bool:
+        """One of the eight states, spelled as stored (``dead``, not ``DEAD``)."""
+        return value in _STATES
 
 
 class QueueFilter(_ExactFilter):
@@ -90,3 +110,9 @@ class TenantFilter(_ExactFilter):
         """The chosen tenant only: listing every tenant would scan the table."""
         value = request.GET.get(self.parameter_name)
         return [(value, value)] if value else []
+
+
+LIST_FILTERS = (StateFilter, QueueFilter, NameFilter, TenantFilter)
+# The query-string parameters the jobs list filters on: every other lookup
+# is refused (JobAdmin.lookup_allowed).
+FILTER_PARAMETERS = frozenset(f.parameter_name for f in LIST_FILTERS)
