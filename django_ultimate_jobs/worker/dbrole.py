@@ -356,6 +356,14 @@ class RoleConnection:
         """Seconds to wait before this role's next database call (0: go)."""
         return self.outage.retry_in() if self.failing else 0.0
 
+    def stand_down(self) -> None:
+        """This role has nothing for the database now: it stops waiting its turn.
+
+        Its next call will tell whether the database answers; the outage
+        (if any) is ended by a role that got through.
+        """
+        self.failing = False
+
     def ok(self) -> None:
         """A database call of this role succeeded."""
         self._last_ok = time.monotonic()

@@ -757,7 +757,7 @@ class Worker:
         try:
             while not self._keeper_stop.is_set():
                 now = time.monotonic()
-                if now >= next_beat and self._keep_db.retry_in() == 0:
+                if now >= next_beat:
                     self._renew_leases()
                     # After a failed renewal, the next try comes on the
                     # process's reconnect schedule, not a heartbeat later:
@@ -779,6 +779,13 @@ class Worker:
         with self._lock:
             held = [a for a in self._held.values() if not a.settled]
         visibility_s = self.config.visibility_ms / 1000
+        if self._keep_db.failing:
+            # A try is taken only to be used: one taken and not used would
+            # starve the roles that have work for the database (the settler).
+            if not held:
+                self._keep_db.stand_down()
+            elif self._keep_db.retry_in() > 0:
+                return
         if held:
             self._keep_db.refresh()
             try:

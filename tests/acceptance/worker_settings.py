@@ -48,6 +48,9 @@ LOGGING = {
     },
     "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "extras"}},
     "loggers": {
-        "django_ultimate_jobs": {"handlers": ["stderr"], "level": "INFO"},
+        "django_ultimate_jobs": {
+            "handlers": ["stderr"],
+            "level": os.environ.get("UJ_LOG_LEVEL", "INFO"),
+        },
     },
 }
