@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from io import StringIO
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from django_ultimate_jobs.drivers.base import AckRequest, ClaimOptions
 from tests.jobsapp.jobs import noop
+from tests.support.workers import django_command
 
 pytestmark = pytest.mark.postgres
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def jobs(*args):
@@ -187,15 +182,7 @@ def test_a_json_refusal_from_a_shell_prints_only_the_json_and_exits_1():
     """``manage.py jobs --json ...`` from a shell: stderr ends with the JSON
     object (after any system-check warnings), with no ``CommandError:`` line
     after it, and the exit status is 1."""
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "jobs", "--json", "count", "--state", ""],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = django_command("jobs", "--json", "count", "--state", "")
     assert done.returncode == 1, done.stderr
     assert "CommandError" not in done.stderr
     error = json.loads(done.stderr.splitlines()[-1])["error"]
