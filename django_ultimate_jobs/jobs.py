@@ -548,7 +548,7 @@ def _unknown_options(unknown: Mapping[str, Any]) -> JobsError:
 
 
 def _check_run_at(run_at: Any) -> None:
-    if not isinstance(run_at, datetime) or run_at.tzinfo is None:
+    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
         raise _option_error(
             "run_at must be a timezone-aware datetime",
             fix="pass e.g. timezone.now() + timedelta(hours=1), or delay='1h'",

@@ -379,7 +379,7 @@ def _check_created(start: Any, end: Any) -> None:
     """Refuse a created bound that is not an aware datetime, or an empty range."""
     for what, value in (("created_from", start), ("created_to", end)):
         if value is not None and (
-            not isinstance(value, datetime) or value.tzinfo is None
+            not isinstance(value, datetime) or value.utcoffset() is None
         ):
             raise JobPageInvalid(
                 f"the {what} filter must be a timezone-aware datetime, "
