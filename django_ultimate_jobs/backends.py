@@ -35,7 +35,7 @@ from .drivers import get_driver
 from .drivers.base import EnqueueRequest, JobDriver
 from .durations import DurationInput
 from .errors import JobInputInvalid
-from .jobs import MAX_NAME_LENGTH, JobHandle
+from .jobs import JobHandle
 from .signals import job_enqueued
 from .tasks.compat import (
     BaseTaskBackend,
@@ -52,6 +52,7 @@ from .tasks.errors import TaskFailed, TaskInputInvalid, TaskInvalid
 from .tasks.payload import PayloadInvalid, TaskPayload
 from .tasks.policy import PolicyInvalid, TaskPolicy, task_overrides
 from .tasks.results import new_result, parse_result_id, result_from_record
+from .validation import NAME_RULE, name_problem
 
 __all__ = [
     "TaskFailed",
@@ -121,11 +122,11 @@ class UltimateJobsBackend(BaseTaskBackend):
             raise InvalidTaskBackend(
                 f"{where}['OPTIONS'] is invalid: {error}"
             ) from None
-        bad = sorted(str(q) for q in self.queues if _queue_problem(q))
+        bad = sorted(str(q) for q in self.queues if name_problem(q))
         if bad:
             raise InvalidTaskBackend(
                 f"{where}['QUEUES'] holds invalid queue names: {', '.join(bad)} "
-                f"(non-empty, at most {MAX_NAME_LENGTH} printable characters)"
+                f"(each must be {NAME_RULE})"
             )
 
     # -- Django's backend API ---------------------------------------------------
@@ -137,7 +138,7 @@ class UltimateJobsBackend(BaseTaskBackend):
             InvalidTask: the task cannot run on this backend.
         """
         super().validate_task(task)
-        problem = _queue_problem(task.queue_name)
+        problem = name_problem(task.queue_name)
         if problem:
             raise InvalidTask(f"queue_name {problem}")
         try:
@@ -292,14 +293,6 @@ def _key(task: Task, payload: TaskPayload) -> str | None:
             meta={"task": task.module_path},
         )
     return f"{task.module_path}:{value}"
-
-
-def _queue_problem(name: Any) -> str | None:
-    if not isinstance(name, str) or not name or name != name.strip():
-        return "must be a non-empty string without surrounding spaces"
-    if len(name) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in name):
-        return f"must be at most {MAX_NAME_LENGTH} printable characters"
-    return None
 
 
 def _now(driver: JobDriver) -> datetime:

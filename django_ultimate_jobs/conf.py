@@ -15,9 +15,12 @@ from typing import Any
 
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
+from .validation import NAME_RULE, name_problem
 
 __all__ = [
     "DEFAULT_HOUSEKEEPING_QUEUE",
+    "MAX_CLAIM_BATCH",
+    "MAX_CONCURRENCY",
     "SETTINGS",
     "JobsSettings",
     "Kind",
@@ -27,6 +30,11 @@ __all__ = [
 
 DEFAULT_HOUSEKEEPING_QUEUE = "ultimate_jobs"
 """The queue of the built-in jobs (retention, partitions) unless set."""
+MAX_CONCURRENCY = 1000
+"""The most slot threads one worker process runs; more parallelism is more
+processes (``--processes``) or more hosts, each holding its own connections."""
+MAX_CLAIM_BATCH = 1000
+"""The most jobs one claim statement takes (as many as a bulk verb touches)."""
 _DEFAULT_REDACT = ("password", "secret", "token", "api_key", "authorization")
 
 
@@ -78,6 +86,15 @@ def _count(key: str, value: Any) -> Any:
     return int(value)
 
 
+def _up_to(maximum: int) -> Callable[[str, Any], Any]:
+    def parse(key: str, value: Any) -> Any:
+        if not is_count(value) or value > maximum:
+            raise _refused(key, value)
+        return int(value)
+
+    return parse
+
+
 def _flag(key: str, value: Any) -> Any:
     if not isinstance(value, bool):
         raise _refused(key, value)
@@ -95,22 +112,25 @@ def _names(key: str, value: Any) -> Any:
 
 
 def _queues(key: str, value: Any) -> Any:
-    names = _names(key, value)
-    if not names:
-        raise _refused(key, value)
-    return names
-
-
-def _queue_name(key: str, value: Any) -> Any:
-    # The rules of @job(queue=...): a name a job could be declared with.
     if (
-        not isinstance(value, str)
+        isinstance(value, str | bytes)
+        or not isinstance(value, list | tuple)
         or not value
-        or value != value.strip()
-        or len(value) > 200
-        or not value.isprintable()
     ):
         raise _refused(key, value)
+    for index, name in enumerate(value):
+        _queue_name(key, name, where=f"ULTIMATE_JOBS[{key!r}][{index}]")
+    return tuple(value)
+
+
+def _queue_name(key: str, value: Any, *, where: str | None = None) -> Any:
+    # The rule of @job(queue=...): a name a job could be declared with.
+    problem = name_problem(value)
+    if problem is not None:
+        raise SettingsInvalid(
+            f"{where or f'ULTIMATE_JOBS[{key!r}]'} {problem}, got {value!r:.80}",
+            fix=f"write each queue name in ULTIMATE_JOBS[{key!r}] as {NAME_RULE}",
+        )
     return value
 
 
@@ -165,11 +185,13 @@ _DURATION = Kind("a duration", _duration)
 _COUNT = Kind("a whole number of at least 1", _count)
 _FLAG = Kind("True or False", _flag)
 _NAMES = Kind("a list of non-empty strings", _names)
-_QUEUES = Kind("a non-empty list of non-empty strings", _queues)
-_QUEUE = Kind(
-    "a queue name: a non-empty string of at most 200 printable characters, "
-    "without surrounding spaces",
-    _queue_name,
+_QUEUES = Kind("a non-empty list of queue names", _queues)
+_QUEUE = Kind(f"a queue name: {NAME_RULE}", _queue_name)
+_CONCURRENCY = Kind(
+    f"a whole number from 1 to {MAX_CONCURRENCY}", _up_to(MAX_CONCURRENCY)
+)
+_CLAIM_BATCH = Kind(
+    f"a whole number from 1 to {MAX_CLAIM_BATCH}", _up_to(MAX_CLAIM_BATCH)
 )
 _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
 _DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
@@ -180,13 +202,13 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "DATABASE": (_ALIAS, "database"),
     "QUEUES": (_QUEUES, "queues"),
     "HOUSEKEEPING_QUEUE": (_QUEUE, "housekeeping_queue"),
-    "CONCURRENCY": (_COUNT, "concurrency"),
+    "CONCURRENCY": (_CONCURRENCY, "concurrency"),
     "VISIBILITY_TIMEOUT": (_DURATION, "visibility_timeout_ms"),
     "HEARTBEAT_INTERVAL": (_DURATION, "heartbeat_interval_ms"),
     "POLL_INTERVAL": (_DURATION, "poll_interval_ms"),
     "IDLE_POLL_MAX": (_DURATION, "idle_poll_max_ms"),
     "WOKEN_IDLE_POLL_MAX": (_DURATION, "woken_idle_poll_max_ms"),
-    "CLAIM_BATCH": (_COUNT, "claim_batch"),
+    "CLAIM_BATCH": (_CLAIM_BATCH, "claim_batch"),
     "SHUTDOWN_DEADLINE": (_DURATION, "shutdown_deadline_ms"),
     "STUCK_SLOTS_MAX": (_COUNT, "stuck_slots_max"),
     "WAKE": (_FLAG, "wake"),

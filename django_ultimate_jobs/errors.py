@@ -275,6 +275,14 @@ class JobInputInvalid(JobsError):
     )
 
 
+class JobOptionUnknown(JobInputInvalid, TypeError):
+    """``using()`` was given an option it does not take (``X_JOB_INPUT_INVALID``).
+
+    Also a ``TypeError``, which Python raises for an unknown keyword, so
+    ``except TypeError`` written for the plain call keeps catching it.
+    """
+
+
 class JobUnknown(JobsError):
     """No job is registered under that name in this process."""
 
@@ -367,7 +375,10 @@ class JobNotFound(JobsError):
 
     code = "X_JOB_NOT_FOUND"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs stats  (check the id: it is a UUID)"
+    default_fix = (
+        "check the id: python manage.py jobs ls --id-prefix <its first digits> "
+        "finds a job that still exists"
+    )
 
 
 class JobNotRequeueable(JobsError):
@@ -503,7 +514,9 @@ class StepNotFound(JobsError):
 
     code = "X_STEP_NOT_FOUND"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs show <id>  (lists the job's steps)"
+    default_fix = (
+        "retry from a step the run recorded: python manage.py jobs show <id> lists them"
+    )
 
 
 class JobEventInvalid(JobsError):
@@ -573,4 +586,4 @@ class TaskUnknown(JobsError):
 
     code = "X_TASK_UNKNOWN"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "python manage.py jobs tasks  (lists the declared tasks)"
+    default_fix = "name a declared task: python manage.py jobs tasks lists them"

@@ -45,7 +45,7 @@ def publish_event(
     try:
         ttl_ms = parse_duration_ms(ttl, what="ttl")
     except JobsError as error:
-        raise JobInputInvalid(error.cause) from None
+        raise JobInputInvalid(error.cause, fix=error.fix) from None
     try:
         json_text(payload)
     except JsonRefused as refused:

@@ -11,31 +11,43 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, Never, TypeVar
 
 from .drivers import get_driver
 from .drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
-from .durations import DurationInput, is_count, parse_duration_ms
-from .errors import DurationInvalid, JobDeclarationInvalid, JobInputInvalid, JobsError
+from .durations import (
+    MAX_DURATION,
+    MAX_DURATION_TEXT,
+    DurationInput,
+    is_count,
+    parse_duration_ms,
+)
+from .errors import (
+    DurationInvalid,
+    JobDeclarationInvalid,
+    JobInputInvalid,
+    JobOptionUnknown,
+    JobsError,
+)
 from .registry import register
 from .retry import Retry, retry_schedule_ms
 from .signals import job_enqueued
 from .validation import (
     MAX_KEY_BYTES,
+    NAME_RULE,
     InputShape,
     check_schema,
     check_schema_declared,
     dump_input,
     input_shape,
-    storable,
+    name_problem,
     text_problem,
 )
 
 __all__ = ["Concurrency", "EnqueueOptions", "Enqueued", "JobHandle", "job"]
 
 R = TypeVar("R")
-MAX_NAME_LENGTH = 200
 PRIORITY_RANGE = range(-100, 101)
 
 
@@ -152,12 +164,15 @@ class JobHandle(Generic[R]):
         on_conflict: Literal["dedupe", "error"] = "dedupe",
         idempotency_key: str | None = None,
         outbox: bool | None = None,
+        **unknown: Never,
     ) -> BoundEnqueue:
         """Return an enqueuer with per-call options.
 
         Args:
-            run_at: an aware datetime to run at (or after).
-            delay: run this long from now (the database clock decides).
+            run_at: an aware datetime to run at (or after), at most 36500
+                days (100 years) from now.
+            delay: run this long from now (the database clock decides), at
+                most ``"36500d"`` (100 years).
             queue: override the declared queue.
             priority: -100..100; higher runs sooner among due jobs.
             tenant_id: the enqueuer's tenant (idempotency namespace).
@@ -169,8 +184,11 @@ class JobHandle(Generic[R]):
             outbox: reserved for the outbox (other database / Redis driver).
 
         Raises:
-            JobInputInvalid: an option is invalid (nothing written).
+            JobInputInvalid: an option is invalid or unknown (nothing
+                written); an unknown one is also a ``TypeError``.
         """
+        if unknown:
+            raise _unknown_options(unknown)
         options = EnqueueOptions.build(
             run_at=run_at,
             delay=delay,
@@ -188,6 +206,13 @@ class JobHandle(Generic[R]):
 
     def check_input(self, given: Mapping[str, Any]) -> str:
         """Validate ``given`` and return its JSON text (the enqueue checks)."""
+        if not isinstance(given, Mapping):
+            raise JobInputInvalid(
+                f"{self.name} input must be a dict of keyword arguments, "
+                f"not {type(given).__name__}",
+                fix="pass each input as a dict, e.g. {'invoice_id': 1}",
+                meta={"job": self.name},
+            )
         self.shape.check(self.name, given)
         text = dump_input(self.name, given)
         check_schema(self.name, self.input_schema, given)
@@ -274,18 +299,22 @@ class EnqueueOptions:
         """Validate options; refuse, never clamp."""
         if run_at is not None and delay is not None:
             raise _option_error("pass run_at or delay, not both")
-        if run_at is not None and (
-            not isinstance(run_at, datetime) or run_at.tzinfo is None
-        ):
-            raise _option_error("run_at must be a timezone-aware datetime")
+        if run_at is not None:
+            _check_run_at(run_at)
         delay_ms = 0
         if delay is not None:
             try:
                 delay_ms = parse_duration_ms(delay, what="delay", allow_zero=True)
             except DurationInvalid as error:
-                raise _option_error(error.cause) from None
+                raise _option_error(error.cause, fix=error.fix) from None
         if queue is not None:
-            _check_name("queue", queue, _option_error)
+            _check_name(
+                "queue",
+                queue,
+                lambda cause: _option_error(
+                    cause, fix=f"pass a queue name: {NAME_RULE}"
+                ),
+            )
         if priority is not None:
             _check_priority(priority, _option_error)
         if on_conflict not in ("dedupe", "error"):
@@ -360,6 +389,14 @@ class BoundEnqueue:
             JobInputInvalid: an input was refused (``meta["index"]`` says
                 which, counting from 0); nothing was written.
         """
+        if isinstance(inputs, Mapping | str | bytes) or not isinstance(
+            inputs, Iterable
+        ):
+            raise JobInputInvalid(
+                f"enqueue_many() takes a list of input dicts, not {type(inputs).__name__}",
+                fix="pass a list of dicts, e.g. [{'invoice_id': 1}, {'invoice_id': 2}]",
+                meta={"job": self.handle.name},
+            )
         requests = []
         for index, given in enumerate(inputs):
             try:
@@ -491,17 +528,44 @@ def _collect(problems: list[str], check: Callable[[], T]) -> T:
         return None  # type: ignore[return-value]
 
 
-def _option_error(message: str) -> JobsError:
-    return JobInputInvalid(message, fix="correct the using(...) options")
+def _option_error(
+    message: str,
+    fix: str = "correct the using(...) options",
+    meta: Mapping[str, Any] | None = None,
+) -> JobsError:
+    return JobInputInvalid(message, fix=fix, meta=meta)
+
+
+def _unknown_options(unknown: Mapping[str, Any]) -> JobsError:
+    names = ", ".join(repr(name) for name in sorted(unknown))
+    parameters = inspect.signature(JobHandle.using).parameters
+    known = ", ".join(p for p in parameters if p not in ("self", "unknown"))
+    return JobOptionUnknown(
+        f"unknown option {names}; options are {known}",
+        fix=f"pass only options using() takes: {known}",
+        meta={"unknown": sorted(unknown)},
+    )
+
+
+def _check_run_at(run_at: Any) -> None:
+    if not isinstance(run_at, datetime) or run_at.utcoffset() is None:
+        raise _option_error(
+            "run_at must be a timezone-aware datetime",
+            fix="pass e.g. timezone.now() + timedelta(hours=1), or delay='1h'",
+        )
+    # The wall clock, not the database's: a bound, not a schedule.
+    if run_at - datetime.now(UTC) > MAX_DURATION:
+        raise _option_error(
+            f"run_at must be at most {MAX_DURATION_TEXT} from now",
+            fix="pass a run_at within 36500 days of now",
+            meta={"run_at": run_at.isoformat()},
+        )
 
 
 def _check_name(what: str, value: Any, error: Callable[[str], JobsError]) -> None:
-    if not isinstance(value, str) or not value or value != value.strip():
-        raise error(f"{what} must be a non-empty string without surrounding spaces")
-    if len(value) > MAX_NAME_LENGTH or any(ord(c) < 32 for c in value):
-        raise error(f"{what} must be at most {MAX_NAME_LENGTH} printable characters")
-    if not storable(value):
-        raise error(f"{what} holds a lone surrogate, which is not valid UTF-8")
+    problem = name_problem(value)
+    if problem is not None:
+        raise error(f"{what} {problem}")
 
 
 def _check_priority(value: Any, error: Callable[[str], JobsError]) -> None:

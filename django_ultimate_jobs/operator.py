@@ -7,7 +7,7 @@ action did not happen, so a caller can never mistake a refusal for success.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, Unpack
@@ -41,7 +41,7 @@ from .redaction import redact
 from .registry import get_job
 from .retry import backoff_delay_ms
 from .states import FINISHED_STATES, PROMOTABLE_STATES, JobState
-from .validation import text_problem
+from .validation import NAME_RULE, text_problem
 
 __all__ = [
     "DEFAULT_JOB_PAGE",
@@ -223,11 +223,6 @@ def job_filter(
             empty created range, an error code holding ``:``, text
             PostgreSQL cannot store (a NUL, a lone surrogate).
     """
-    if error_code is not None and (not error_code or ":" in error_code):
-        raise JobPageInvalid(
-            "an error code is the X_... before the colon of an error",
-            meta={"error_code": error_code},
-        )
     for what, value in (
         ("queue", queue),
         ("name", name),
@@ -237,12 +232,22 @@ def job_filter(
         problem = None if value in (None, "") else text_problem(value)
         if problem is not None:
             # No row can hold it, and PostgreSQL would refuse the parameter.
-            raise JobPageInvalid(f"the {what} filter {problem}", meta={"filter": what})
+            raise JobPageInvalid(
+                f"the {what} filter {problem}",
+                fix=f"pass the {what} filter as text without NUL characters or "
+                "lone surrogates",
+                meta={"filter": what},
+            )
+    if error_code is not None and (not error_code or ":" in error_code):
+        raise JobPageInvalid(
+            "an error code is the X_... before the colon of an error",
+            fix="pass the code alone, e.g. X_JOB_TIMEOUT, not the whole error text",
+            meta={"filter": "error_code", "error_code": error_code},
+        )
     id_min = id_max = None
     if id_prefix is not None:
         id_min, id_max = _id_range(id_prefix)
-    if created_from and created_to and created_to <= created_from:
-        raise JobPageInvalid("the created range ends before it starts")
+    _check_created(created_from, created_to)
     return JobFilter(
         queue=queue or None,
         name=name or None,
@@ -370,12 +375,49 @@ def workers() -> list[dict[str, Any]]:
     return [_worker(w) for w in get_driver().workers()]
 
 
-def _states(state: str | Iterable[str] | None) -> frozenset[JobState] | None:
+def _check_created(start: Any, end: Any) -> None:
+    """Refuse a created bound that is not an aware datetime, or an empty range."""
+    for what, value in (("created_from", start), ("created_to", end)):
+        if value is not None and (
+            not isinstance(value, datetime) or value.utcoffset() is None
+        ):
+            raise JobPageInvalid(
+                f"the {what} filter must be a timezone-aware datetime, "
+                f"not {type(value).__name__}"
+                + (" without a time zone" if isinstance(value, datetime) else ""),
+                fix=f"pass {what} as a datetime, e.g. timezone.now() - timedelta(days=1)",
+                meta={"filter": what},
+            )
+    if start is not None and end is not None and end <= start:
+        raise JobPageInvalid(
+            "the created range ends before it starts",
+            fix="pass a created_to later than created_from",
+            meta={"filter": "created_to"},
+        )
+
+
+def _states(state: Any) -> frozenset[JobState] | None:
     if state is None or state == "":
         return None
-    names = [state] if isinstance(state, str) else list(state)
+    if isinstance(state, str):
+        names: list[Any] = [state]
+    elif isinstance(state, Iterable) and not isinstance(state, bytes | Mapping):
+        names = list(state)
+    else:
+        raise JobPageInvalid(
+            f"the state filter must be a state name or a list of them, "
+            f"not {type(state).__name__}",
+            fix="pass e.g. 'dead' or ['ready', 'dead']",
+            meta={"filter": "state"},
+        )
+    if not names:
+        raise JobPageInvalid(
+            "the state filter is an empty list, which no job matches",
+            fix="pass at least one state, or leave the state filter out for any",
+            meta={"filter": "state"},
+        )
     known = {s.value: s for s in JobState}
-    unknown = [n for n in names if n not in known]
+    unknown = [n for n in names if not isinstance(n, str) or n not in known]
     if unknown:
         raise JobPageInvalid(
             f"unknown state {unknown[0]!r}",
@@ -389,7 +431,9 @@ def _id_range(prefix: str) -> tuple[UUID, UUID]:
     digits = str(prefix).strip().lower().replace("-", "")
     if not digits or len(digits) > 32 or not set(digits) <= _HEX:
         raise JobPageInvalid(
-            "an id prefix is the start of a job id (hex digits)", meta={"given": "..."}
+            "an id prefix is the start of a job id (hex digits)",
+            fix="pass the first hex digits of a job id, e.g. 0190a3f2",
+            meta={"filter": "id_prefix", "given": "..."},
         )
     return UUID(digits.ljust(32, "0")), UUID(digits.ljust(32, "f"))
 
@@ -425,7 +469,11 @@ def _job_summary(record: JobRecord) -> dict[str, Any]:
 
 
 def _queue_name(queue: str) -> str:
-    _check_name("queue", queue, JobInputInvalid)
+    _check_name(
+        "queue",
+        queue,
+        lambda cause: JobInputInvalid(cause, fix=f"pass a queue name: {NAME_RULE}"),
+    )
     return queue
 
 

@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass
 from typing import Literal
 
-from .durations import DurationInput, parse_duration_ms
+from .durations import MAX_DURATION_MS, DurationInput, parse_duration_ms
 from .errors import (
     DurationInvalid,
     JobDeclarationInvalid,
@@ -171,7 +171,9 @@ def decide_retry(
 
 
 def _stated_seconds(meta: object) -> float | None:
-    """A usable stated delay, or None: a non-finite or negative one is ignored."""
+    """A usable stated delay, or None: one that is non-finite, negative or
+    longer than 36500 days is ignored (the backoff applies), so a wait never
+    overflows the database's timestamps."""
     if not isinstance(meta, dict):
         return None
     value = meta.get("retry_after_seconds")
@@ -181,4 +183,5 @@ def _stated_seconds(meta: object) -> float | None:
         seconds = float(value)
     except OverflowError:
         return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    usable = math.isfinite(seconds) and 0 <= seconds * 1000 <= MAX_DURATION_MS
+    return seconds if usable else None

@@ -28,6 +28,8 @@ from .errors import JobDeclarationInvalid, JobInputInvalid
 __all__ = [
     "MAX_JSON_DEPTH",
     "MAX_KEY_BYTES",
+    "MAX_NAME_LENGTH",
+    "NAME_RULE",
     "InputShape",
     "JsonRefused",
     "check_schema",
@@ -35,6 +37,7 @@ __all__ = [
     "holds_escaped_nul",
     "input_shape",
     "json_text",
+    "name_problem",
     "storable",
     "storable_text",
     "text_problem",
@@ -48,6 +51,13 @@ MAX_KEY_BYTES = 512
 UTF-8 bytes. The live-key unique index spans name (200 characters, at most
 800 bytes), tenant and key: 800 + 512 + 512 bytes stay well inside the
 2,704 bytes a btree index row can hold, whatever the script."""
+MAX_NAME_LENGTH = 200
+"""The longest job, queue or cron task name, in characters."""
+NAME_RULE = (
+    f"a non-empty string of at most {MAX_NAME_LENGTH} printable characters, "
+    "without surrounding spaces"
+)
+"""What a job, queue or cron task name must be (for fixes and docs)."""
 MAX_JSON_DEPTH = 100
 """How deeply lists and dicts may nest in an input, payload or step output
 (the outermost container is level 1), like Ruby's JSON ``max_nesting``. Deep
@@ -284,6 +294,31 @@ def text_problem(
         return f"is longer than {max_chars} characters"
     if max_bytes is not None and size > max_bytes:
         return f"is longer than {max_bytes} bytes in UTF-8"
+    return None
+
+
+def name_problem(value: Any) -> str | None:
+    """Why ``value`` is not a job, queue or task name (see :data:`NAME_RULE`).
+
+    One rule for every name a user gives: ``@job(name=, queue=)``,
+    ``using(queue=)``, ``task(name=)``, ``QUEUES``, ``HOUSEKEEPING_QUEUE``,
+    ``runjobs --queues`` and ``jobs pause/resume``. The answer completes a
+    sentence naming the value ("queue must be ..."), else ``None``.
+    """
+    if not isinstance(value, str) or not value:
+        return "must be a non-empty string"
+    if value != value.strip():
+        return "must be written without surrounding spaces"
+    if not storable(value.replace("\x00", "")):
+        return "holds a lone surrogate, which is not valid UTF-8"
+    if "\x00" in value:
+        return "holds a NUL character, which PostgreSQL text cannot store"
+    odd = next((char for char in value if not char.isprintable()), None)
+    if odd is not None:
+        # The code point, not the name: it says what to strip.
+        return f"holds the non-printable character U+{ord(odd):04X}"
+    if len(value) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters, not {len(value)}"
     return None
 
 

@@ -17,7 +17,7 @@ import psycopg
 import pydantic
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import connection
+from django.db import connection, transaction
 from django.utils.functional import SimpleLazyObject
 
 from django_ultimate_jobs import Enqueued, job, job_enqueued
@@ -265,7 +265,7 @@ BAD_USING = [
     ({"run_at": "2031-01-01T12:00:00+00:00"}, "timezone-aware"),
     ({"delay": "soon"}, "not a duration"),
     ({"delay": -1}, "zero or more"),
-    ({"delay": float("inf")}, "zero or more"),
+    ({"delay": float("inf")}, "not a float"),
     ({"priority": 101}, "priority must be"),
     ({"priority": -101}, "priority must be"),
     ({"priority": True}, "priority must be"),
@@ -291,6 +291,74 @@ def test_bad_options_are_refused_before_anything_is_written(
         noop.using(**options).enqueue()
     assert caught.value.code == "X_JOB_INPUT_INVALID"
     assert fragment in caught.value.cause
+    assert job_count() == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"delay": 10**20},
+        {"delay": timedelta.max},
+        {"delay": "300000000d"},
+        {"delay": "99999999d"},
+        {"delay": "36501d"},
+        {"run_at": datetime.now(UTC) + timedelta(days=36_501)},
+        {"run_at": datetime.max.replace(tzinfo=UTC)},
+    ],
+    ids=repr,
+)
+def test_a_run_time_past_100_years_is_refused_and_the_transaction_survives(
+    pg_driver, options
+):
+    """A delay over 36500d or a run_at over 100 years ahead: ``X_JOB_INPUT_INVALID``
+    before any statement, so the caller's transaction is not aborted by an
+    ``interval out of range`` and its next write lands."""
+    with transaction.atomic():
+        with pytest.raises(JobInputInvalid) as caught:
+            noop.using(**options).enqueue(n=1)
+        assert "36500" in caught.value.cause and "36500" in caught.value.fix
+        assert job_count() == 0
+        noop.enqueue(n=2)
+    assert job_count() == 1
+
+
+def test_the_longest_delay_is_stored(pg_driver, clock):
+    """``delay="36500d"`` is the bound itself: accepted, exactly that far ahead."""
+    row = Job.objects.get(id=noop.using(delay="36500d").enqueue(n=1).id)
+    assert row.run_at == clock.now() + timedelta(days=36_500)
+
+
+def test_an_unknown_using_option_is_coded_and_still_a_type_error(pg_driver):
+    """``using(bogus=1)``: ``X_JOB_INPUT_INVALID`` naming it and the options
+    there are; ``except TypeError`` written for the plain call still catches it."""
+    with pytest.raises(TypeError) as caught:
+        noop.using(bogus=1, delay="1m")  # type: ignore[call-arg]
+    error = caught.value
+    assert isinstance(error, JobInputInvalid) and error.code == "X_JOB_INPUT_INVALID"
+    assert error.cause.startswith("unknown option 'bogus'; options are run_at, delay")
+    assert error.meta == {"unknown": ["bogus"]}
+    assert job_count() == 0
+
+
+@pytest.mark.parametrize("bad", [5, None, "n=1", [("n", 1)]], ids=repr)
+def test_a_batch_item_that_is_not_a_dict_is_refused_naming_it(pg_driver, bad):
+    """``enqueue_many([{...}, 5])`` is ``X_JOB_INPUT_INVALID`` for item 1, not an
+    ``AttributeError``; nothing is written."""
+    with pytest.raises(JobInputInvalid) as caught:
+        noop.enqueue_many([{"n": 1}, bad])
+    error = caught.value
+    assert error.cause.startswith(
+        "item 1 of the batch: tests.noop input must be a dict"
+    )
+    assert error.meta["index"] == 1
+    assert job_count() == 0
+
+
+@pytest.mark.parametrize("inputs", [{"n": 1}, "n", 5], ids=repr)
+def test_a_batch_that_is_not_a_list_is_refused(pg_driver, inputs):
+    """A dict, a string or a number instead of a list of dicts: refused whole."""
+    with pytest.raises(JobInputInvalid, match="enqueue_many\\(\\) takes a list"):
+        noop.enqueue_many(inputs)
     assert job_count() == 0
 
 

@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from django_ultimate_jobs.drivers.base import AckRequest, ClaimOptions
 from tests.jobsapp.jobs import noop
+from tests.support.workers import django_command
 
 pytestmark = pytest.mark.postgres
 
@@ -160,3 +161,50 @@ def test_json_is_accepted_after_every_verb(pg_driver):
         if not any("--json" in action.option_strings for action in parser._actions)
     ]
     assert not without, f"verbs that refuse a trailing --json: {without}"
+
+
+def test_a_json_refusal_is_a_json_object_on_stderr(pg_driver):
+    """With ``--json`` a refusal is ``{"error": {code, cause, fix, meta}}`` on
+    stderr (scripts parse it like the answers); the command still fails."""
+    err = StringIO()
+    with pytest.raises(CommandError, match="X_JOB_ID_INVALID"):
+        call_command(
+            "jobs", "--json", "show", "not-a-uuid", stdout=StringIO(), stderr=err
+        )
+    error = json.loads(err.getvalue())["error"]
+    assert error["code"] == "X_JOB_ID_INVALID"
+    assert error["cause"] == "that is not a job id (a UUID)"
+    assert error["fix"].startswith("pass the job's UUID")
+    assert error["meta"] == {"given": "..."}
+
+
+def test_a_json_refusal_from_a_shell_prints_only_the_json_and_exits_1():
+    """``manage.py jobs --json ...`` from a shell: stderr ends with the JSON
+    object (after any system-check warnings), with no ``CommandError:`` line
+    after it, and the exit status is 1."""
+    done = django_command("jobs", "--json", "count", "--state", "")
+    assert done.returncode == 1, done.stderr
+    assert "CommandError" not in done.stderr
+    error = json.loads(done.stderr.splitlines()[-1])["error"]
+    assert (error["code"], error["meta"]) == ("X_JOB_PAGE_INVALID", {"filter": "state"})
+    assert done.stdout == ""
+
+
+def test_count_of_an_empty_state_list_is_refused(pg_driver):
+    """``jobs count --state ""`` counted every job; now it is refused."""
+    noop.enqueue(n=1)
+    with pytest.raises(
+        CommandError, match="X_JOB_PAGE_INVALID: the state filter is an empty list"
+    ):
+        jobs("count", "--state", "")
+
+
+def test_pausing_a_bad_queue_name_gives_a_queue_name_fix(pg_driver):
+    """Not the job-input advice: how to write a queue name."""
+    with pytest.raises(CommandError) as caught:
+        jobs("pause", " billing")
+    assert str(caught.value) == (
+        "X_JOB_INPUT_INVALID: queue must be written without surrounding spaces "
+        "(fix: pass a queue name: a non-empty string of at most 200 printable "
+        "characters, without surrounding spaces)"
+    )

@@ -116,6 +116,73 @@ def test_bad_pages_are_refused(driver, arguments):
     refused("X_JOB_PAGE_INVALID", operator.list_jobs, **arguments)
 
 
+BAD_FILTERS = [
+    ({"error_code": "X_A:B"}, "error_code", "pass the code alone, e.g. X_JOB_TIMEOUT"),
+    ({"id_prefix": "xyz"}, "id_prefix", "pass the first hex digits of a job id"),
+    ({"queue": "a\x00b"}, "queue", "without NUL characters or lone surrogates"),
+    ({"tenant": "a\ud800"}, "tenant", "without NUL characters or lone surrogates"),
+    (
+        {
+            "created_from": datetime(2030, 1, 2, tzinfo=UTC),
+            "created_to": datetime(2030, 1, 1, tzinfo=UTC),
+        },
+        "created_to",
+        "pass a created_to later than created_from",
+    ),
+    ({"created_from": "garbage"}, "created_from", "pass created_from as a datetime"),
+    (
+        {"created_to": datetime(2030, 1, 1)},
+        "created_to",
+        "pass created_to as a datetime",
+    ),
+    ({"state": 5}, "state", "pass e.g. 'dead' or ['ready', 'dead']"),
+    ({"state": []}, "state", "pass at least one state"),
+]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "fix"), BAD_FILTERS, ids=[repr(a) for a, _, _ in BAD_FILTERS]
+)
+def test_each_bad_filter_is_refused_with_a_fix_of_its_own(
+    driver, arguments, field, fix
+):
+    """X_JOB_PAGE_INVALID before any statement (a created_from of "garbage" was
+    a DataError from PostgreSQL), naming the filter, with a fix for that filter
+    rather than the limit-and-cursor advice."""
+    error = refused("X_JOB_PAGE_INVALID", operator.list_jobs, **arguments)
+    assert error.meta["filter"] == field
+    assert fix in error.fix, error.fix
+
+
+@pytest.mark.parametrize("states", [5, [], [["ready"]]], ids=repr)
+def test_count_refuses_states_that_are_not_a_list_of_names(driver, states):
+    """``count(states=5)`` was a TypeError and ``states=[]`` counted nothing
+    silently: both are X_JOB_PAGE_INVALID."""
+    refused("X_JOB_PAGE_INVALID", operator.count, states=states)
+
+
+@pytest.mark.parametrize(
+    ("queue", "cause"),
+    [
+        ("a\x00b", "queue holds a NUL character"),
+        ("a\nb", "queue holds the non-printable character U+000A"),
+        (" a", "queue must be written without surrounding spaces"),
+        ("q" * 201, "queue must be at most 200 characters, not 201"),
+    ],
+    ids=["nul", "newline", "space", "long"],
+)
+def test_a_bad_queue_to_pause_says_what_is_wrong_and_how_to_name_one(
+    driver, queue, cause
+):
+    """The cause names the actual problem; the fix is about queue names, not
+    about job input."""
+    for verb in (operator.pause_queue, operator.resume_queue):
+        error = refused("X_JOB_INPUT_INVALID", verb, queue)
+        assert error.cause.startswith(cause), error.cause
+        assert error.fix.startswith("pass a queue name: a non-empty string of at most")
+    assert operator.stats()["paused"] == []
+
+
 @pytest.mark.parametrize("text", ["a\x00b", "a\ud800"], ids=["nul", "lone-surrogate"])
 @pytest.mark.parametrize("field", ["queue", "name", "tenant", "error_code"])
 def test_filters_postgres_cannot_store_are_refused(driver, field, text):

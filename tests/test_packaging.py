@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
 import tomllib
 from importlib import metadata
 
 import django_ultimate_jobs
-from tests.support.workers import REPO_ROOT
+from tests.support.workers import REPO_ROOT, django_command
 
 PYPROJECT = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
@@ -53,15 +50,7 @@ def test_version_is_the_installed_release():
 
 def test_runjobs_version_names_the_release():
     """``manage.py runjobs --version`` says which django-ultimate-jobs runs."""
-    done = subprocess.run(
-        [sys.executable, "-m", "django", "runjobs", "--version"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = django_command("runjobs", "--version")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(
         f"django-ultimate-jobs {metadata.version('django-ultimate-jobs')} (Django "

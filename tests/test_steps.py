@@ -235,6 +235,35 @@ def test_publish_refuses_what_postgres_cannot_store_with_a_code(
     assert driver.events.purge_expired() == 0
 
 
+def test_an_event_ttl_past_100_years_is_refused_with_its_own_fix(driver):
+    """``ttl="36501d"``: X_JOB_INPUT_INVALID whose fix names the bound (not the
+    job-input advice), and nothing is published."""
+    with pytest.raises(JobInputInvalid) as caught:
+        publish_event("e", {"n": 1}, ttl="36501d")
+    assert "at most 36500d" in caught.value.cause
+    assert "36500d" in caught.value.fix
+
+
+@pytest.mark.parametrize("duration", ["99999999d", 10**20, timedelta.max], ids=repr)
+def test_a_sleep_past_100_years_fails_the_attempt_with_a_code(
+    driver, declared, duration
+):
+    """``ctx.step.sleep("nap", "99999999d")`` fails with X_DURATION_INVALID before
+    the step is stored, not with an OverflowError or a DataError."""
+
+    @declared()
+    def sleeper(ctx):
+        ctx.step.sleep("nap", duration)
+
+    enqueued = sleeper.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "retried"
+    assert driver.get(enqueued.id).last_error.startswith(
+        "X_DURATION_INVALID: sleep duration must be at most 36500d"
+    )
+    assert driver.steps.list(enqueued.id) == {}
+
+
 def test_a_sleep_suspends_without_spending_an_attempt(driver, declared, clock):
     """The job parks until the sleep is over, then resumes after the sleep."""
     after = []

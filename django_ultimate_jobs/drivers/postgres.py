@@ -196,7 +196,7 @@ class PostgresDriver(PostgresCron):
                 return _dedupe(request, holder)
         raise DriverUnavailable(
             "an enqueue met a conflict twice but found no live holder of its key",
-            fix="python manage.py migrate ultimate_jobs  (index and lookup disagree)",
+            fix="python manage.py migrate ultimate_jobs (the index and the lookup disagree)",
         )
 
     def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:

@@ -5,16 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..conf import jobs_settings
+from ..conf import MAX_CLAIM_BATCH, MAX_CONCURRENCY, jobs_settings
 from ..durations import is_count
 from ..errors import SettingsInvalid
+from ..validation import NAME_RULE, name_problem
 
 __all__ = ["WorkerConfig"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkerConfig:
-    """Every number is refused, not clamped, when it is not a finite count."""
+    """Every number is refused, not clamped, when it is not a finite count
+    (or, for ``concurrency`` and ``claim_batch``, when it passes 1,000)."""
 
     queues: tuple[str, ...]
     concurrency: int = 8
@@ -32,8 +34,15 @@ class WorkerConfig:
     wake: bool = True
 
     def __post_init__(self) -> None:
-        if not self.queues or not all(isinstance(q, str) and q for q in self.queues):
+        if not self.queues:
             raise SettingsInvalid("a worker needs at least one queue name")
+        for queue in self.queues:
+            problem = name_problem(queue)
+            if problem is not None:
+                raise SettingsInvalid(
+                    f"the worker queue {queue!r:.80} {problem}",
+                    fix=f"name each queue as {NAME_RULE}",
+                )
         for name in (
             "concurrency",
             "visibility_ms",
@@ -47,6 +56,19 @@ class WorkerConfig:
             "unknown_park_ms",
         ):
             _require_count(name, getattr(self, name))
+        _require_at_most(
+            "concurrency",
+            self.concurrency,
+            MAX_CONCURRENCY,
+            fix=f"run at most {MAX_CONCURRENCY} slots per process; for more, "
+            "run more processes (runjobs --processes N) or hosts",
+        )
+        _require_at_most(
+            "claim_batch",
+            self.claim_batch,
+            MAX_CLAIM_BATCH,
+            fix=f"set ULTIMATE_JOBS['CLAIM_BATCH'] to {MAX_CLAIM_BATCH} or less",
+        )
         if self.max_jobs is not None:
             _require_count("max_jobs", self.max_jobs)
         if self.heartbeat_ms >= self.visibility_ms:
@@ -80,4 +102,13 @@ def _require_count(name: str, value: Any) -> None:
     if not is_count(value):
         raise SettingsInvalid(
             f"worker option {name} must be a whole number >= 1, got {value!r}"
+        )
+
+
+def _require_at_most(name: str, value: int, maximum: int, *, fix: str) -> None:
+    if value > maximum:
+        raise SettingsInvalid(
+            f"worker option {name} must be at most {maximum}, got {value!r}",
+            fix=fix,
+            meta={name: value, "maximum": maximum},
         )

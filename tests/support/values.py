@@ -17,6 +17,9 @@ def nested(depth: int) -> list:
 
 def four_byte_text(length: int, seed: int = 0) -> str:
     """``length`` characters of four UTF-8 bytes each, in an order PostgreSQL
-    cannot compress (a repeated character would shrink to fit an index)."""
-    chosen = random.Random(seed).choices(range(0x10000, 0x110000), k=length)
+    cannot compress (a repeated character would shrink to fit an index).
+
+    Printable ones (CJK Extension B), so the text is also a valid job or queue
+    name."""
+    chosen = random.Random(seed).choices(range(0x20000, 0x2A6E0), k=length)
     return "".join(map(chr, chosen))

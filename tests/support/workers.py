@@ -28,6 +28,7 @@ __all__ = [
     "WorkerFleet",
     "WorkerProcess",
     "database_url",
+    "django_command",
     "subprocess_env",
     "subprocess_env_for_url",
 ]
@@ -80,6 +81,23 @@ def subprocess_env_for_url(url: str, **extra: str) -> dict[str, str]:
     """
     env = subprocess_env(database_from_url(url))
     return {**env, "DATABASE_URL": url, **extra}
+
+
+def django_command(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m django *args`` with the test settings, as a shell would.
+
+    For what a command prints and its exit status (never checked here);
+    it touches no database unless the command does.
+    """
+    return subprocess.run(
+        [sys.executable, "-m", "django", *args],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 class WorkerProcess:

@@ -2,13 +2,15 @@
 
 Exit code 0 only when the action happened; a refusal prints the coded error
 (``X_...: cause (fix: ...)``) and exits 1. ``--json`` prints what the
-operator module answered.
+operator module answered, and a refusal as ``{"error": {"code", "cause",
+"fix", "meta"}}`` on stderr (still exit 1).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -114,6 +116,9 @@ class Command(BaseCommand):
         try:
             answer = actions[verb]()
         except JobsError as error:
+            if options["json"]:
+                self.stderr.write(_error_json(error))
+                raise JsonRefusal(error.render()) from error
             raise CommandError(error.render()) from error
         if options["json"]:
             self.stdout.write(json.dumps(answer, indent=2, sort_keys=True, default=str))
@@ -121,11 +126,38 @@ class Command(BaseCommand):
             kind = "tasks" if options.get("task") else "queues"
             self.stdout.write(_human(verb, answer, kind=kind))
 
+    def execute(self, *args: Any, **options: Any) -> Any:
+        """Run; from a shell, a ``--json`` refusal leaves only its JSON on stderr."""
+        try:
+            return super().execute(*args, **options)
+        except JsonRefusal as refusal:
+            # Django would print "CommandError: ..." after the JSON;
+            # call_command callers get the exception as usual.
+            if getattr(self, "_called_from_command_line", False):
+                sys.exit(refusal.returncode)
+            raise
+
+
+class JsonRefusal(CommandError):
+    """A refusal whose JSON form was already written to stderr (``--json``)."""
+
+
+def _error_json(error: JobsError) -> str:
+    body = {"code": error.code, "cause": error.cause, "fix": error.fix}
+    return json.dumps({"error": {**body, "meta": error.meta}}, default=str)
+
 
 def _names(value: str | None) -> list[str] | None:
-    """``"a, b"`` -> ``["a", "b"]``; nothing given is ``None`` (any)."""
-    names = [name.strip() for name in (value or "").split(",") if name.strip()]
-    return names or None
+    """``"a, b"`` -> ``["a", "b"]``; not given is ``None`` (any).
+
+    An empty ``--state ""`` is an empty list, which the operator refuses
+    rather than reading it as "any state".
+    """
+    if value is None:
+        return None
+    if not value.strip():
+        return []
+    return [name.strip() for name in value.split(",")]
 
 
 def _pause_or_resume(options: dict[str, Any], *, pause: bool) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -16,7 +17,9 @@ from django.utils.autoreload import get_child_arguments
 
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
-from ...errors import JobsError
+from ...durations import MAX_DURATION_MS
+from ...errors import JobsError, SettingsInvalid
+from ...validation import name_problem
 from ...worker.config import WorkerConfig
 from ...worker.listener import WakeListener
 from ...worker.runner import Worker, new_worker_id
@@ -126,21 +129,61 @@ class Command(BaseCommand):
     def _config(self, options: dict[str, Any]) -> WorkerConfig:
         settings = jobs_settings()
         queues = settings.queues
-        if options["queues"]:
-            queues = tuple(q.strip() for q in options["queues"].split(",") if q.strip())
+        if options["queues"] is not None:
+            queues = _queue_list(options["queues"])
         # Every worker also serves the built-in jobs' queue, so retention and
         # partitions run wherever a worker runs, off the apps' own queues.
         if queues and not options["no_housekeeping"]:
             queues = tuple(dict.fromkeys((*queues, settings.housekeeping_queue)))
-        deadline = options["shutdown_deadline"]
         return WorkerConfig.from_settings(
             queues=queues,
             concurrency=options["concurrency"],
             burst=options["burst"] or None,
             max_jobs=options["max_jobs_per_process"],
-            shutdown_deadline_ms=None if deadline is None else round(deadline * 1000),
+            shutdown_deadline_ms=_deadline_ms(options["shutdown_deadline"]),
             wake=False if options["no_wake"] else None,
         )
+
+
+_QUEUES_FIX = (
+    "pass comma-separated queue names without spaces, e.g. --queues default,emails "
+    "(or leave --queues out to serve ULTIMATE_JOBS['QUEUES'])"
+)
+
+
+def _queue_list(text: str) -> tuple[str, ...]:
+    """``--queues a,b`` as names, each held to the one queue-name rule.
+
+    Refused, never normalised: an empty list, an empty item (``a,,b``) or
+    spaces around a name would otherwise serve queues nobody asked for.
+    """
+    if not text:
+        raise SettingsInvalid("--queues is empty: it names no queue", fix=_QUEUES_FIX)
+    names = text.split(",")
+    for index, name in enumerate(names, start=1):
+        problem = name_problem(name)
+        if problem is not None:
+            raise SettingsInvalid(
+                f"--queues item {index} ({name!r:.80}) {problem}",
+                fix=_QUEUES_FIX,
+                meta={"item": index},
+            )
+    return tuple(names)
+
+
+def _deadline_ms(seconds: float | None) -> int | None:
+    """``--shutdown-deadline`` in milliseconds, refusing nan, inf and 0."""
+    if seconds is None:
+        return None
+    ms = seconds * 1000
+    if not (math.isfinite(ms) and 1 <= ms <= MAX_DURATION_MS):
+        raise SettingsInvalid(
+            f"--shutdown-deadline must be from 0.001 to {MAX_DURATION_MS // 1000} "
+            f"seconds (100 years), got {seconds!r}",
+            fix="pass the seconds a draining worker may take, e.g. "
+            "--shutdown-deadline 25",
+        )
+    return round(ms)
 
 
 @contextmanager
