@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.urls import reverse
 
 from django_ultimate_jobs.errors import JobsError
 from django_ultimate_jobs.ledger import (
@@ -363,3 +364,71 @@ def test_racing_enqueues_then_a_worker_write_the_lines_once(committed_payments):
     assert {e.error.code for e in differs if e.error is not None} == {
         "X_LEDGER_POSTING_CONFLICT"
     }
+
+
+# -- the admin ---------------------------------------------------------------------
+
+
+def _two_postings(handle):
+    handle.enqueue(key="sale-1", entries=SALE)
+    handle.enqueue(
+        key="fx-1",
+        entries=entries(("cash", 500, "USD"), ("revenue", -500, "USD")),
+    )
+    run_jobs()
+
+
+def test_admin_lists_lines_by_account_currency_and_key_and_shows_balances(
+    admin_client, pg_driver, payments
+):
+    _two_postings(payments)
+    lines = reverse("admin:ultimate_jobs_ledgerline_changelist")
+    assert admin_client.get(lines).status_code == 200
+    usd = admin_client.get(lines, {"currency": "USD"}).text
+    assert "5.00 USD" in usd and "10.00 EUR" not in usd
+    cash = admin_client.get(lines, {"account": "cash"}).text
+    assert "10.00 EUR" in cash and "-10.00 EUR" not in cash
+    by_key = admin_client.get(lines, {"q": "fx-1"}).text
+    assert "5.00 USD" in by_key and "10.00 EUR" not in by_key
+    postings = reverse("admin:ultimate_jobs_ledgerposting_changelist")
+    assert "sale-1" in admin_client.get(postings, {"q": "sale-1"}).text
+    posting = LedgerPosting.objects.get(key="sale-1")
+    page = admin_client.get(
+        reverse("admin:ultimate_jobs_ledgerposting_change", args=[posting.pk])
+    ).text
+    assert "-10.00 EUR" in page and 'name="_save"' not in page
+    balances = admin_client.get(reverse("admin:ultimate_jobs_ledgerline_balances")).text
+    for shown in ("10.00 EUR", "-10.00 EUR", "5.00 USD", "-5.00 USD"):
+        assert shown in balances
+
+
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        {"posting__fingerprint__startswith": "a"},
+        {"minor__gt": "0"},
+        {"account__regex": "("},
+    ],
+)
+def test_admin_refuses_lookups_other_than_its_filters(
+    admin_client, pg_driver, payments, lookup
+):
+    _two_postings(payments)
+    lines = reverse("admin:ultimate_jobs_ledgerline_changelist")
+    assert admin_client.get(lines, lookup).status_code == 400
+    postings = reverse("admin:ultimate_jobs_ledgerposting_changelist")
+    assert (
+        admin_client.get(postings, {"fingerprint__startswith": "a"}).status_code == 400
+    )
+
+
+def test_admin_offers_no_add_change_or_delete(admin_client, pg_driver, payments):
+    _two_postings(payments)
+    line = LedgerLine.objects.first()
+    assert (
+        admin_client.get(reverse("admin:ultimate_jobs_ledgerline_add")).status_code
+        == 403
+    )
+    delete = reverse("admin:ultimate_jobs_ledgerline_delete", args=[line.pk])
+    assert admin_client.post(delete, {"post": "yes"}).status_code == 403
+    assert LedgerLine.objects.count() == 4
