@@ -12,9 +12,12 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, LiteralString, cast
 
-from django.db import connections, router, transaction
+import psycopg
+from django.db import connections, router
 from django.db.models import Sum
 
+# The driver's setting of Django's connections: only explicit prepares.
+from ..drivers.postgres import _EXPLICIT_PREPARE_ONLY
 from ..drivers.sql import query
 from ..errors import JobDeclarationInvalid, LedgerPostingConflict
 from .money import Money
@@ -92,11 +95,12 @@ class ModelBook:
         return router.db_for_write(self.line_model)
 
     def write(self, posting: Posting, *, tenant: str, ledger: str) -> Written:
-        """Write ``posting`` once under ``(tenant, posting.key)``, in one transaction.
+        """Write ``posting`` once under ``(tenant, posting.key)``: all lines or none.
 
-        Inside the caller's ``transaction.atomic()`` it commits or rolls
-        back with it. A replay of the same posting writes nothing and
-        answers ``created=False``.
+        One statement writes the posting row and its lines, so it is atomic
+        on its own; inside the caller's ``transaction.atomic()`` it commits
+        or rolls back with it. A replay of the same posting writes nothing
+        and answers ``created=False``.
 
         Raises:
             LedgerPostingConflict: the key is stored with other lines or
@@ -113,22 +117,33 @@ class ModelBook:
             "currencies": [e.amount.currency for e in posting.entries],
             "minors": [e.amount.minor for e in posting.entries],
         }
-        with (
-            transaction.atomic(using=self.using),
-            connections[self.using].cursor() as cursor,
-        ):
-            cursor.execute(self._statements["ledger_post"], params)
-            inserted = cursor.fetchall()
-            if inserted:
-                return Written(posting_id=inserted[0][0], created=True)
-            cursor.execute(self._statements["ledger_posting_fingerprint"], params)
-            posting_id, stored = cursor.fetchone()
+        inserted = self._rows("ledger_post", params)
+        if inserted:
+            return Written(posting_id=inserted[0][0], created=True)
+        # The key was stored by a transaction that has committed (ON
+        # CONFLICT waited for it), and a stored posting never changes: this
+        # read answers its fingerprint in any transaction.
+        ((posting_id, stored),) = self._rows("ledger_posting_fingerprint", params)
         if stored != params["fingerprint"]:
             raise LedgerPostingConflict(
                 "the posting key is already stored with other lines",
                 meta={"posting_id": posting_id},
             )
         return Written(posting_id=posting_id, created=False)
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        # As the Postgres driver does: a server-binding cursor on Django's
+        # own connection, in the caller's transaction, prepared once per
+        # connection (Django's client-binding cursors cannot prepare).
+        connection = connections[self.using]
+        connection.ensure_connection()
+        connection.validate_no_broken_transaction()
+        raw = connection.connection
+        if raw.prepare_threshold is None:
+            raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
+        with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            cursor.execute(self._statements[name], params, prepare=True)
+            return cursor.fetchall()
 
     def balances(
         self,
