@@ -9,14 +9,12 @@ lines are then written in one atomic step through the book.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
 from ..drivers.base import DEFAULT_QUEUE, Enqueued
 from ..jobs import BoundEnqueue, JobHandle, _call_deriver, _checked_text, job
 from ..retry import Retry
-from .book import Balance, ModelBook
-from .money import Money
+from .book import ModelBook
 from .posting import Posting, assert_balanced_posting
 
 __all__ = ["LedgerHandle", "ledger"]
@@ -32,13 +30,19 @@ def _default_tenant(posting: Mapping[str, Any]) -> str:
 
 
 class LedgerHandle:
-    """A declared ledger: enqueue postings, read balances. Built by :func:`ledger`."""
+    """A declared ledger: enqueue postings, read balances. Built by :func:`ledger`.
+
+    ``balances()`` and ``balance()`` are the book's (:class:`ModelBook`).
+    """
 
     def __init__(self, *, name: str, tenant: Tenant, book: ModelBook) -> None:
         self.name = name
         self.tenant = tenant
         self.book = book
         self.job: JobHandle[dict[str, Any]] = None  # type: ignore[assignment]
+        # The book's one query helper, reachable from the handle.
+        self.balances = book.balances
+        self.balance = book.balance
 
     def __repr__(self) -> str:
         return f"<LedgerHandle {self.name} {self.book!r}>"
@@ -77,30 +81,6 @@ class LedgerHandle:
         """Per-call options, as :meth:`JobHandle.using` (``run_at``, ``queue``...)."""
         bound = self.job.using(**options)
         return _LedgerEnqueue(bound.handle, bound.options, ledger=self)
-
-    def balances(
-        self,
-        account: str | None = None,
-        *,
-        currency: str | None = None,
-        tenant: str | None = None,
-        as_of: datetime | None = None,
-    ) -> list[Balance]:
-        """Balances per (account, currency); see :meth:`ModelBook.balances`."""
-        return self.book.balances(
-            account, currency=currency, tenant=tenant, as_of=as_of
-        )
-
-    def balance(
-        self,
-        account: str,
-        currency: str,
-        *,
-        tenant: str | None = None,
-        as_of: datetime | None = None,
-    ) -> Money:
-        """One account's balance in one currency; see :meth:`ModelBook.balance`."""
-        return self.book.balance(account, currency, tenant=tenant, as_of=as_of)
 
     # -- the job -----------------------------------------------------------------
 
