@@ -8,7 +8,7 @@ lines are then written in one atomic step through the book.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..drivers.base import DEFAULT_QUEUE, Enqueued
@@ -57,7 +57,7 @@ class LedgerHandle:
         self,
         *,
         key: str,
-        entries: Iterable[Mapping[str, Any]],
+        entries: Sequence[Mapping[str, Any]],
         org_id: str | int | None = None,
     ) -> Enqueued:
         """Enqueue the posting: checked first, nothing written when refused.
