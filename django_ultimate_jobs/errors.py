@@ -587,3 +587,36 @@ class TaskUnknown(JobsError):
     code = "X_TASK_UNKNOWN"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = "name a declared task: python manage.py jobs tasks lists them"
+
+
+# -- Ledger postings ------------------------------------------------------------
+
+
+class LedgerUnbalanced(JobsError):
+    """A posting's entries do not sum to zero in some currency; nothing written."""
+
+    code = "X_LEDGER_UNBALANCED"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "make the entries of each currency sum to zero (debits positive, "
+        "credits negative)"
+    )
+
+
+class LedgerEntryInvalid(JobsError):
+    """A posting is not well-formed Money; nothing written."""
+
+    code = "X_LEDGER_ENTRY_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        'write each amount as {"minor": <int>, "currency": "<ISO 4217>"}, '
+        "each account as a non-blank string, and at least two entries"
+    )
+
+
+class LedgerPostingConflict(JobsError):
+    """The posting key is already stored with other lines; nothing written."""
+
+    code = "X_LEDGER_POSTING_CONFLICT"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "post a correction under a new key; a stored posting never changes"

@@ -24,6 +24,8 @@ __all__ = [
     "Job",
     "JobCounter",
     "Lease",
+    "LedgerLine",
+    "LedgerPosting",
     "QueuePause",
     "Step",
     "Worker",
@@ -45,6 +47,9 @@ def _require_pgtrigger() -> None:
 
 
 _require_pgtrigger()
+
+# The ledger's tables live beside the API that writes them.
+from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]

@@ -5,8 +5,10 @@ the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
 ``workers`` and ``dashboard``. Every mutation goes through
 :mod:`django_ultimate_jobs.operator`, behind its own permission, after a
 confirmation page, and is recorded in ``LogEntry`` (see :mod:`.audit`).
+``ledger`` registers the read-only ledger postings, lines and balances.
 """
 
 from .jobs import JobAdmin
+from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 
-__all__ = ["JobAdmin"]
+__all__ = ["JobAdmin", "LedgerLineAdmin", "LedgerPostingAdmin"]

@@ -1,0 +1,88 @@
+"""The ledger tables: postings and their lines, append-only in the database.
+
+Imported by ``django_ultimate_jobs.models`` (the app's models module), never
+by ``django_ultimate_jobs.ledger`` itself, so importing the ledger API
+touches no model.
+"""
+
+from __future__ import annotations
+
+import pgtrigger
+from django.db import models
+from django.db.models.functions import Now
+
+__all__ = ["LedgerLine", "LedgerPosting"]
+
+
+def _append_only(table: str) -> pgtrigger.Protect:
+    # A row trigger: raw SQL is refused too, not only the ORM. TRUNCATE is
+    # left alone (a statement, not rows): Django's test flush needs it.
+    return pgtrigger.Protect(
+        name=f"uj_{table}_append_only",
+        operation=pgtrigger.Update | pgtrigger.Delete,
+    )
+
+
+class LedgerPosting(models.Model):
+    """One posting: written once per ``(tenant, key)``; never changed."""
+
+    id = models.BigAutoField(primary_key=True)
+    ledger = models.TextField()
+    """The ``ledger(name=...)`` that wrote it."""
+    tenant = models.TextField()
+    key = models.TextField()
+    org_id = models.TextField(null=True, blank=True)
+    fingerprint = models.TextField()
+    """sha256 of the lines and org_id: a replay under the key must match it."""
+    line_count = models.SmallIntegerField()
+    posted_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "ultimate_jobs_ledger_posting"
+        constraints = [
+            # The idempotency of a posting: the write is INSERT ... ON
+            # CONFLICT DO NOTHING on this constraint, never a read first.
+            models.UniqueConstraint("tenant", "key", name="uj_ledger_posting_key_uniq")
+        ]
+        triggers = [_append_only("ledger_posting")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.tenant})"
+
+
+class LedgerLine(models.Model):
+    """One line of a posting: ``minor`` units of ``currency`` on ``account``.
+
+    Positive amounts are debits, negative ones credits; each posting's lines
+    sum to zero per currency. Corrections are new postings.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    # No index of its own: the unique (posting, line) index serves it, and
+    # one index fewer is one write fewer per line.
+    posting = models.ForeignKey(
+        LedgerPosting, on_delete=models.PROTECT, related_name="lines", db_index=False
+    )
+    tenant = models.TextField()
+    line = models.SmallIntegerField()
+    account = models.TextField()
+    currency = models.CharField(max_length=3)
+    minor = models.BigIntegerField()
+    posted_at = models.DateTimeField()
+    """The posting's ``posted_at``, copied so balances as of a time read one table."""
+
+    class Meta:
+        db_table = "ultimate_jobs_ledger_line"
+        constraints = [
+            models.UniqueConstraint("posting", "line", name="uj_ledger_line_uniq")
+        ]
+        indexes = [
+            # Balances: one account's lines, per currency, up to a time.
+            models.Index(
+                "account", "currency", "posted_at", name="uj_ledger_line_account_idx"
+            )
+        ]
+        triggers = [_append_only("ledger_line")]
+
+    def __str__(self) -> str:
+        return f"{self.account} {self.minor} {self.currency}"

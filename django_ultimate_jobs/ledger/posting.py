@@ -1,0 +1,143 @@
+"""Posting validation: pure, refuses before anything is written.
+
+:func:`assert_balanced_posting` is the one check, run at enqueue and again
+in the job body; it answers a normalised :class:`Posting`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import LedgerEntryInvalid, LedgerUnbalanced
+from ..validation import text_problem
+from .money import MAX_SAFE_MINOR, Money
+
+__all__ = ["MAX_POSTING_KEY_BYTES", "Entry", "Posting", "assert_balanced_posting"]
+
+MAX_POSTING_KEY_BYTES = 255
+"""A posting key's limit: it and a fingerprint form the job's idempotency key."""
+MAX_ACCOUNT_BYTES = 255
+MIN_ENTRIES = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One line of a posting: ``amount`` on ``account`` (positive = debit)."""
+
+    account: str
+    amount: Money
+
+
+@dataclass(frozen=True, slots=True)
+class Posting:
+    """A checked, balanced posting."""
+
+    key: str
+    entries: tuple[Entry, ...]
+    org_id: str | int | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the lines and org_id, the order of entries aside.
+
+        Two postings under one key are the same posting when their
+        fingerprints match; otherwise the second is a conflict.
+        """
+        lines = sorted(
+            (e.account, e.amount.currency, e.amount.minor) for e in self.entries
+        )
+        text = json.dumps([lines, self.org_id], separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def to_json(self) -> dict[str, Any]:
+        """The job input form: ``{key, entries: [{account, amount}], org_id}``."""
+        return {
+            "key": self.key,
+            "entries": [
+                {"account": e.account, "amount": e.amount.to_json()}
+                for e in self.entries
+            ],
+            "org_id": self.org_id,
+        }
+
+
+def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
+    """Check a posting and return it normalised; raise before any write.
+
+    ``posting`` is ``{"key": str, "entries": [{"account": str, "amount":
+    Money or {"minor": int, "currency": str}}, ...], "org_id": optional}``.
+
+    Raises:
+        LedgerEntryInvalid: a blank key or account, fewer than two entries,
+            an amount that is a float or beyond 2**53-1 minor units, an
+            unknown currency, or a scale other than the currency's.
+        LedgerUnbalanced: some currency's entries do not sum to zero (each
+            currency balances on its own: an FX posting balances in both).
+    """
+    if isinstance(posting, Posting):
+        posting = posting.to_json()
+    if not isinstance(posting, Mapping):
+        raise LedgerEntryInvalid("a posting must be a mapping with key and entries")
+    key = _text(posting.get("key"), "the posting key", MAX_POSTING_KEY_BYTES)
+    org_id = posting.get("org_id")
+    if org_id is not None and (
+        isinstance(org_id, bool) or not isinstance(org_id, str | int)
+    ):
+        raise LedgerEntryInvalid("org_id must be a string, an int or None")
+    raw = posting.get("entries")
+    if not isinstance(raw, list | tuple) or len(raw) < MIN_ENTRIES:
+        raise LedgerEntryInvalid(
+            f"a posting needs at least {MIN_ENTRIES} entries",
+            meta={"entries": len(raw) if isinstance(raw, list | tuple) else None},
+        )
+    entries = tuple(_entry(index, item) for index, item in enumerate(raw))
+    _check_balanced(entries)
+    return Posting(key=key, entries=entries, org_id=org_id)
+
+
+def _entry(index: int, item: Any) -> Entry:
+    if not isinstance(item, Mapping) or set(item) != {"account", "amount"}:
+        raise LedgerEntryInvalid(
+            f'entry {index} must be {{"account": ..., "amount": ...}}',
+            meta={"entry": index},
+        )
+    account = _text(item["account"], f"entry {index}'s account", MAX_ACCOUNT_BYTES)
+    try:
+        amount = Money.from_json(item["amount"])
+    except LedgerEntryInvalid as error:
+        raise LedgerEntryInvalid(
+            f"entry {index}: {error.cause}", meta={**error.meta, "entry": index}
+        ) from None
+    if abs(amount.minor) > MAX_SAFE_MINOR:
+        raise LedgerEntryInvalid(
+            f"entry {index}'s amount is beyond 2**53-1 minor units",
+            meta={"entry": index},
+        )
+    return Entry(account=account, amount=amount)
+
+
+def _text(value: Any, what: str, max_bytes: int) -> str:
+    problem = text_problem(value, max_bytes=max_bytes)
+    if problem is None and isinstance(value, str) and not value.strip():
+        problem = "is blank"
+    if problem is not None:
+        raise LedgerEntryInvalid(f"{what} {problem}")
+    assert isinstance(value, str)
+    return value
+
+
+def _check_balanced(entries: tuple[Entry, ...]) -> None:
+    totals: dict[str, int] = {}
+    for entry in entries:
+        currency = entry.amount.currency
+        totals[currency] = totals.get(currency, 0) + entry.amount.minor
+    off = {currency: total for currency, total in totals.items() if total}
+    if off:
+        raise LedgerUnbalanced(
+            "the entries of " + ", ".join(sorted(off)) + " do not sum to zero",
+            meta={"imbalance_minor": off},
+        )

@@ -1,0 +1,111 @@
+"""The ledger: append-only postings and lines (Protect triggers refuse UPDATE and DELETE)."""
+
+import django.db.models.deletion
+import django.db.models.functions.datetime
+import pgtrigger.compiler
+import pgtrigger.migrations
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("ultimate_jobs", "0007_job_started_claim"),
+    ]
+
+    operations = [
+        migrations.CreateModel(
+            name="LedgerPosting",
+            fields=[
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("ledger", models.TextField()),
+                ("tenant", models.TextField()),
+                ("key", models.TextField()),
+                ("org_id", models.TextField(blank=True, null=True)),
+                ("fingerprint", models.TextField()),
+                ("line_count", models.SmallIntegerField()),
+                (
+                    "posted_at",
+                    models.DateTimeField(
+                        db_default=django.db.models.functions.datetime.Now()
+                    ),
+                ),
+            ],
+            options={
+                "db_table": "ultimate_jobs_ledger_posting",
+                "constraints": [
+                    models.UniqueConstraint(
+                        models.F("tenant"),
+                        models.F("key"),
+                        name="uj_ledger_posting_key_uniq",
+                    )
+                ],
+            },
+        ),
+        migrations.CreateModel(
+            name="LedgerLine",
+            fields=[
+                ("id", models.BigAutoField(primary_key=True, serialize=False)),
+                ("tenant", models.TextField()),
+                ("line", models.SmallIntegerField()),
+                ("account", models.TextField()),
+                ("currency", models.CharField(max_length=3)),
+                ("minor", models.BigIntegerField()),
+                ("posted_at", models.DateTimeField()),
+                (
+                    "posting",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="lines",
+                        to="ultimate_jobs.ledgerposting",
+                    ),
+                ),
+            ],
+            options={
+                "db_table": "ultimate_jobs_ledger_line",
+            },
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name="ledgerposting",
+            trigger=pgtrigger.compiler.Trigger(
+                name="uj_ledger_posting_append_only",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;",
+                    hash="4a3afee0eefef555cd8e9b27294c655b1a585204",
+                    operation="UPDATE OR DELETE",
+                    pgid="pgtrigger_uj_ledger_posting_append_only_e109e",
+                    table="ultimate_jobs_ledger_posting",
+                    when="BEFORE",
+                ),
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="ledgerline",
+            index=models.Index(
+                models.F("account"),
+                models.F("currency"),
+                models.F("posted_at"),
+                name="uj_ledger_line_account_idx",
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="ledgerline",
+            constraint=models.UniqueConstraint(
+                models.F("posting"), models.F("line"), name="uj_ledger_line_uniq"
+            ),
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name="ledgerline",
+            trigger=pgtrigger.compiler.Trigger(
+                name="uj_ledger_line_append_only",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="RAISE EXCEPTION 'pgtrigger: Cannot update or delete rows from % table', TG_TABLE_NAME;",
+                    hash="e93ae2279851fbfbddc481019f1fedf9911faa4d",
+                    operation="UPDATE OR DELETE",
+                    pgid="pgtrigger_uj_ledger_line_append_only_39cd6",
+                    table="ultimate_jobs_ledger_line",
+                    when="BEFORE",
+                ),
+            ),
+        ),
+    ]
