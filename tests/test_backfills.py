@@ -365,3 +365,97 @@ def test_one_of_name_list_pending_all_is_required():
         _command()
     with pytest.raises(CommandError, match="give one of"):
         _command("--list", "--pending")
+
+
+# -- the admin ------------------------------------------------------------------------
+
+ADMIN_LIST = "admin:ultimate_jobs_backfill_changelist"
+
+
+@pytest.fixture
+def backfill_viewer(db):
+    """A staff user who may look at backfills but not pause or resume them."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user("bf-viewer", password="pw", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_backfill"))
+    return user
+
+
+def _act(client, action: str, name: str):
+    from django.urls import reverse
+
+    return client.post(
+        reverse(ADMIN_LIST),
+        {"action": action, "_selected_action": [name]},
+        follow=True,
+    )
+
+
+def test_the_admin_lists_progress_and_pauses_and_resumes(
+    declare, pg_driver, admin_client
+):
+    from django.contrib.admin.models import LogEntry
+    from django.urls import reverse
+
+    name = declare("t.bf.admin")
+    _items(25)
+    enqueue_backfill(name)
+    _drain(pg_driver)
+    Backfill.objects.filter(name=name).update(state="running", rows_done=10)
+
+    page = admin_client.get(reverse(ADMIN_LIST))
+    assert page.status_code == 200
+    assert "t.bf.admin" in page.text and "10 / 25 (40%)" in page.text
+
+    _act(admin_client, "pause_selected", name)
+    assert Backfill.objects.get(name=name).state == "paused"
+    _act(admin_client, "resume_selected", name)
+    assert Backfill.objects.get(name=name).state == "pending"
+    assert Job.objects.filter(
+        name=BACKFILL_JOB_PREFIX + name, state__in=["ready", "delayed"]
+    ).exists()
+    answer = _act(admin_client, "resume_selected", name)  # not paused any more
+    assert "X_BACKFILL_STATE_INVALID" in answer.text
+    assert sorted(
+        LogEntry.objects.filter(object_id=name).values_list("change_message", flat=True)
+    ) == ["Backfill paused (admin)", "Backfill resumed (admin)"]
+
+
+def test_the_admin_verbs_need_the_change_permission_and_csrf(
+    declare, client, backfill_viewer, admin_user
+):
+    from django.test import Client
+    from django.urls import reverse
+
+    name = declare("t.bf.admin-perm")
+    Backfill.objects.create(name=name, state="running")
+
+    client.force_login(backfill_viewer)
+    assert client.get(reverse(ADMIN_LIST)).status_code == 200
+    _act(client, "pause_selected", name)
+    assert Backfill.objects.get(name=name).state == "running"
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(admin_user)
+    refused = strict.post(
+        reverse(ADMIN_LIST), {"action": "pause_selected", "_selected_action": [name]}
+    )
+    assert refused.status_code == 403
+    assert Backfill.objects.get(name=name).state == "running"
+
+
+@pytest.mark.parametrize(
+    "lookup", ["error__startswith", "cursor__gt", "name__regex", "run_id"]
+)
+def test_the_admin_list_refuses_lookups_other_than_its_state_filter(
+    declare, admin_client, lookup
+):
+    from django.urls import reverse
+
+    Backfill.objects.create(name="t.bf.lookup", state="failed", error="X_SECRET")
+    assert admin_client.get(reverse(ADMIN_LIST), {lookup: "X"}).status_code == 400
+    assert (
+        admin_client.get(reverse(ADMIN_LIST), {"state__exact": "failed"}).status_code
+        == 200
+    )

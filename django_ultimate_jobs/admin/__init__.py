@@ -2,11 +2,14 @@
 
 ``jobs`` registers :class:`JobAdmin` (the list and the job page) and routes
 the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
-``workers`` and ``dashboard``. Every mutation goes through
-:mod:`django_ultimate_jobs.operator`, behind its own permission, after a
-confirmation page, and is recorded in ``LogEntry`` (see :mod:`.audit`).
+``workers`` and ``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
+(progress, pause, resume). Every mutation goes through
+:mod:`django_ultimate_jobs.operator` (the backfill verbs through
+:mod:`django_ultimate_jobs.backfills`), behind its own permission, and is
+recorded in ``LogEntry`` (see :mod:`.audit`).
 """
 
+from .backfills import BackfillAdmin
 from .jobs import JobAdmin
 
-__all__ = ["JobAdmin"]
+__all__ = ["BackfillAdmin", "JobAdmin"]
