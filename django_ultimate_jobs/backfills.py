@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
@@ -45,14 +45,12 @@ from .errors import (
 )
 from .jobs import job
 from .maintenance.builtin import housekeeping_queue
-from .registry import put_unique
 from .retry import Retry
 
 if TYPE_CHECKING:
     from .context import JobContext
     from .drivers.base import Enqueued
     from .jobs import JobHandle
-    from .models import Backfill
 
 __all__ = [
     "BACKFILL_JOB_PREFIX",
@@ -156,8 +154,12 @@ def backfill(
         BackfillDeclarationInvalid: an argument is refused (nothing registered).
         JobDuplicate: another declaration holds the name.
     """
-    requirements = _check_declaration(name, source, handle, batch, rate, requires, count)
-    origin = f"{getattr(handle, '__module__', '?')}.{getattr(handle, '__qualname__', '?')}"
+    requirements = _check_declaration(
+        name, source, handle, batch, rate, requires, count
+    )
+    origin = (
+        f"{getattr(handle, '__module__', '?')}.{getattr(handle, '__qualname__', '?')}"
+    )
     existing = _backfills.get(name)
     if existing is not None and existing.origin != origin:
         # Before the job is declared: a refused backfill leaves nothing behind.
@@ -192,7 +194,7 @@ def backfill(
         job=handle_,
         origin=origin,
     )
-    put_unique(_backfills, spec, "backfills")
+    _backfills[name] = spec
     return handle_
 
 
@@ -428,9 +430,9 @@ def resume_backfill(name: str) -> Enqueued:
 
     spec = get_backfill(name)
     with transaction.atomic():
-        changed = Backfill.objects.filter(name=name, state=Backfill.State.PAUSED).update(
-            state=Backfill.State.PENDING, updated_at=Now()
-        )
+        changed = Backfill.objects.filter(
+            name=name, state=Backfill.State.PAUSED
+        ).update(state=Backfill.State.PENDING, updated_at=Now())
         if not changed:
             raise BackfillStateInvalid(
                 f"backfill {name!r} is not paused: there is nothing to resume",
@@ -496,14 +498,13 @@ def _pace(
     interval = spec.interval_s()
     if interval >= DURABLE_PACE_S:
         # Always named and always called: a replay meets the same sleeps.
-        ctx.step.sleep(f"pace-{page}", int(interval * 1000))
-        return None
+        ctx.step.sleep(f"pace-{page}", timedelta(seconds=interval))
+        return
     if last_ran_at is not None:
         # The page's own time counts toward the interval.
         wait = interval - (time.monotonic() - last_ran_at)
         if wait > 0.001 and ctx.cancellation.wait(wait):
             ctx.cancellation.raise_if_cancelled()
-    return None
 
 
 def _checkpoint(spec: BackfillSpec, out: Any) -> int:

@@ -595,7 +595,9 @@ class BackfillUnknown(JobsError):
 
     code = "X_BACKFILL_UNKNOWN"
     retry_class = RetryClass.TERMINAL
-    default_fix = "python manage.py jobs_backfill --list  (lists the declared backfills)"
+    default_fix = (
+        "python manage.py jobs_backfill --list  (lists the declared backfills)"
+    )
 
 
 class BackfillRequiresCycle(JobsError):
@@ -639,9 +641,7 @@ class BackfillStateInvalid(JobsError):
 
     code = "X_BACKFILL_STATE_INVALID"
     retry_class = RetryClass.NOT_IN_JOB
-    default_fix = (
-        "pause a pending, running or failed backfill; resume a paused one"
-    )
+    default_fix = "pause a pending, running or failed backfill; resume a paused one"
 
 
 class BackfillSourceInvalid(JobsError):

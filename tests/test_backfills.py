@@ -24,7 +24,6 @@ from django_ultimate_jobs.errors import (
     BackfillDeclarationInvalid,
     BackfillPaused,
     BackfillStateInvalid,
-    JobsError,
 )
 from django_ultimate_jobs.models import Backfill, Job, Step
 from django_ultimate_jobs.testing import run_jobs
@@ -69,9 +68,9 @@ def _items(count: int) -> None:
 
 def _handled() -> list[int]:
     return list(
-        BackfillItem.objects.filter(grp=GROUP).order_by("pk").values_list(
-            "handled", flat=True
-        )
+        BackfillItem.objects.filter(grp=GROUP)
+        .order_by("pk")
+        .values_list("handled", flat=True)
     )
 
 
@@ -112,9 +111,7 @@ def test_a_pass_handles_every_row_once_one_step_per_page(declare, pg_driver):
     assert sorted(_steps(name)) == ["finish", "page-0", "page-1", "page-2", "start"]
 
 
-def test_a_done_backfill_is_refused_without_force_and_rerun_with_it(
-    declare, pg_driver
-):
+def test_a_done_backfill_is_refused_without_force_and_rerun_with_it(declare, pg_driver):
     name = declare("t.bf.force")
     _items(5)
     enqueue_backfill(name)
@@ -150,6 +147,22 @@ def test_pages_are_paced_at_the_declared_rate(declare, pg_driver):
     assert _handled() == [1] * 40
 
 
+def test_a_slow_rate_sleeps_durably_between_pages(declare, pg_driver, clock):
+    """One page every 50 s: the pass is suspended (no slot held) in between."""
+    name = declare("t.bf.slow", rate=0.02)
+    _items(15)
+    job_id = enqueue_backfill(name).id
+    _drain(pg_driver)
+    assert Backfill.objects.get(name=name).rows_done == 10
+    assert Job.objects.get(id=job_id).state == "suspended"
+
+    clock.advance(timedelta(seconds=51))
+    _drain(pg_driver)
+    assert Backfill.objects.get(name=name).state == "done"
+    assert _handled() == [1] * 15
+    assert sorted(_steps(name)) == ["finish", "pace-1", "page-0", "page-1", "start"]
+
+
 def test_a_source_that_is_no_queryset_fails_the_pass_with_a_code(pg_driver):
     backfill(name="t.bf.bad", source=lambda: [1, 2], handle=_mark)
     try:
@@ -174,9 +187,7 @@ def test_a_source_that_is_no_queryset_fails_the_pass_with_a_code(pg_driver):
         ({"handle": None}, "handle must be a callable"),
     ],
 )
-def test_a_bad_declaration_is_refused_before_anything_is_registered(
-    options, problem
-):
+def test_a_bad_declaration_is_refused_before_anything_is_registered(options, problem):
     arguments = {"name": "t.bf.self", "source": lambda: None, "handle": _mark}
     with pytest.raises(BackfillDeclarationInvalid, match=problem) as refused:
         backfill(**{**arguments, **options})
@@ -237,9 +248,7 @@ def test_a_paused_backfill_enqueued_anyway_does_nothing(declare, pg_driver):
 # -- requires= ------------------------------------------------------------------------
 
 
-def test_a_backfill_is_refused_while_its_requirements_are_not_done(
-    declare, pg_driver
-):
+def test_a_backfill_is_refused_while_its_requirements_are_not_done(declare, pg_driver):
     first = declare("t.bf.first")
     second = declare("t.bf.second", requires=[first])
     _items(3)
@@ -256,9 +265,7 @@ def test_a_backfill_is_refused_while_its_requirements_are_not_done(
     assert Backfill.objects.get(name=second).state == "done"
 
 
-def test_all_runs_every_pending_backfill_requirements_first(
-    declare, pg_driver, clock
-):
+def test_all_runs_every_pending_backfill_requirements_first(declare, pg_driver, clock):
     seen: list[str] = []
 
     def note_requirement(rows):
@@ -275,7 +282,9 @@ def test_all_runs_every_pending_backfill_requirements_first(
     assert not Job.objects.filter(name__startswith=BACKFILL_JOB_PREFIX + "t.").exists()
 
     out = _command("--all", "--write", "--no-follow")
-    assert out.index("t.bf.z-first: pass queued") < out.index("t.bf.a-last: pass queued")
+    assert out.index("t.bf.z-first: pass queued") < out.index(
+        "t.bf.a-last: pass queued"
+    )
     # The dependent pass waits (no attempt spent) until its requirement is done.
     ran = []
     for _ in range(3):
@@ -339,9 +348,7 @@ def test_list_and_pending_show_each_backfill_and_its_progress(declare, pg_driver
     assert waiting
 
 
-def test_write_follows_the_pass_with_plain_lines_off_a_terminal(
-    declare, pg_driver
-):
+def test_write_follows_the_pass_with_plain_lines_off_a_terminal(declare, pg_driver):
     """Off a terminal: no carriage returns, a final line with the outcome."""
     name = declare("t.bf.follow")
     _items(15)

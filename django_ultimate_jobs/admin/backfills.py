@@ -71,7 +71,9 @@ class BackfillAdmin(admin.ModelAdmin):
         return f"{row.rows_done:,} / {row.total:,} ({share}%)"
 
     @admin.action(permissions=["change"], description="Pause selected backfills")
-    def pause_selected(self, request: HttpRequest, queryset: QuerySet[Backfill]) -> None:
+    def pause_selected(
+        self, request: HttpRequest, queryset: QuerySet[Backfill]
+    ) -> None:
         """Stop each pass before its next page."""
         self._apply(request, queryset, pause_backfill, "paused")
 

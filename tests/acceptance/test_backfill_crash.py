@@ -91,7 +91,12 @@ def test_a_backfill_survives_two_killed_workers_handling_each_row_once(fleet):
     killed_at = []
     for name, rows in (("a", 40_000), ("b", 120_000)):
         worker = fleet.start(name=name)
-        wait_until(lambda: _rows_done(big) >= rows, DEADLINE_S, 0.01, message=fleet.logs)
+        wait_until(
+            lambda rows=rows: _rows_done(big) >= rows,
+            DEADLINE_S,
+            0.01,
+            message=fleet.logs,
+        )
         assert worker.kill() == -9
         killed_at.append(_rows_done(big))
     last = fleet.start(name="c")

@@ -47,7 +47,9 @@ class Command(BaseCommand):
         """``NAME``, ``--list``, ``--pending``, ``--all``, ``--write``, ``--force``, ``--no-follow``."""
         parser.add_argument("name", nargs="?", help="the backfill to dry-run or run")
         parser.add_argument(
-            "--list", action="store_true", help="every declared backfill and its progress"
+            "--list",
+            action="store_true",
+            help="every declared backfill and its progress",
         )
         parser.add_argument(
             "--pending",
@@ -65,7 +67,9 @@ class Command(BaseCommand):
             help="run it (enqueue its pass); without it, a dry run",
         )
         parser.add_argument(
-            "--force", action="store_true", help="run a done backfill again from its first row"
+            "--force",
+            action="store_true",
+            help="run a done backfill again from its first row",
         )
         parser.add_argument(
             "--no-follow",
@@ -138,7 +142,9 @@ class Command(BaseCommand):
         for name in started:
             self._follow(name)
 
-    def _enqueue_all(self, chosen: list[str], force: bool, *, together: bool) -> list[str]:
+    def _enqueue_all(
+        self, chosen: list[str], force: bool, *, together: bool
+    ) -> list[str]:
         started: list[str] = []
         failures: list[str] = []
         for name in chosen:
@@ -178,9 +184,13 @@ class Command(BaseCommand):
             row = Backfill.objects.filter(name=name).first()
             if row is not None:
                 progress.show(row)
-                live = Job.objects.filter(run_id=row.run_id, state__in=LIVE_STATES)
+                live = row.run_id is not None and (
+                    Job.objects.filter(
+                        run_id=row.run_id, state__in=LIVE_STATES
+                    ).exists()
+                )
                 if row.state in ("done", "paused") or (
-                    row.state == "failed" and not live.exists()
+                    row.state == "failed" and not live
                 ):
                     progress.end(row)
                     if row.state == "failed":
@@ -224,9 +234,10 @@ class Progress:
         text = f"{self.name}: {row.rows_done:,}/{total:,} rows"
         if bar and total:
             filled = min(BAR_WIDTH, BAR_WIDTH * row.rows_done // total)
-            text = f"{self.name} [{'#' * filled}{' ' * (BAR_WIDTH - filled)}] " + text[
-                len(self.name) + 2 :
-            ]
+            text = (
+                f"{self.name} [{'#' * filled}{' ' * (BAR_WIDTH - filled)}] "
+                + text[len(self.name) + 2 :]
+            )
         assert self.first is not None
         elapsed = now - self.first[0]
         rate = (row.rows_done - self.first[1]) / elapsed if elapsed > 0 else 0.0
@@ -264,8 +275,7 @@ def _dry_run(name: str) -> str:
 
 
 def _duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    hours, rest = divmod(seconds, 3600)
+    hours, rest = divmod(round(seconds), 3600)
     minutes, secs = divmod(rest, 60)
     if hours:
         return f"{hours}h{minutes:02d}m"
