@@ -18,6 +18,7 @@ suspension and a re-claim per page); a longer one is a durable
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -65,6 +66,8 @@ __all__ = [
     "resume_backfill",
     "unmet_requirements",
 ]
+
+logger = logging.getLogger("django_ultimate_jobs")
 
 BACKFILL_JOB_PREFIX = "ultimate_jobs.backfill."
 DEFAULT_BATCH = 1000
@@ -447,14 +450,14 @@ def resume_backfill(name: str) -> Enqueued:
 
 
 def _run_pass(spec: BackfillSpec, ctx: JobContext, force: bool) -> dict[str, Any]:
-    unmet = unmet_requirements(spec)
-    if unmet:
-        # "Not yet", not a failure: no attempt spent, the row left alone.
-        raise RateLimited(
-            REQUIRES_POLL_S,
-            cause=f"backfill {spec.name!r} waits for {', '.join(unmet)}",
-        )
     try:
+        unmet = unmet_requirements(spec)
+        if unmet:
+            # "Not yet", not a failure: no attempt spent, the row left alone.
+            raise RateLimited(
+                REQUIRES_POLL_S,
+                cause=f"backfill {spec.name!r} waits for {', '.join(unmet)}",
+            )
         return _walk(spec, ctx, force)
     except JobsError as error:
         if error.code not in _NOT_A_FAILURE:
@@ -592,13 +595,21 @@ def _finish(name: str) -> None:
 
 
 def _mark_failed(name: str, error: str) -> None:
+    from django.db import close_old_connections
+
     from .models import Backfill
 
-    # The row may not exist yet: a start step that failed rolled it back.
-    Backfill.objects.get_or_create(name=name)
-    Backfill.objects.filter(name=name).exclude(state=Backfill.State.PAUSED).update(
-        state=Backfill.State.FAILED, error=error[:2000], updated_at=Now()
-    )
+    try:
+        # The row may not exist yet: a start step that failed rolled it back.
+        Backfill.objects.get_or_create(name=name)
+        Backfill.objects.filter(name=name).exclude(state=Backfill.State.PAUSED).update(
+            state=Backfill.State.FAILED, error=error[:2000], updated_at=Now()
+        )
+    except Exception:
+        # Progress bookkeeping must not hide the error that failed the pass;
+        # a connection the failure broke is dropped, not kept for the next job.
+        logger.warning("jobs.backfill.ledger-failed", extra={"backfill": name})
+        close_old_connections()
 
 
 def _queryset(spec: BackfillSpec) -> QuerySet[Any]:

@@ -313,6 +313,17 @@ def test_an_unknown_name_is_refused(declare):
         _command("t.bf.orphan-req")
 
 
+def test_a_pass_whose_requirement_is_not_declared_fails_terminally(declare, pg_driver):
+    from django_ultimate_jobs.backfills import get_backfill
+
+    name = declare("t.bf.lost-req", requires=["t.bf.nope"])
+    job_id = get_backfill(name).job.enqueue().id  # bypassing the command's gate
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "dead"
+    row = Backfill.objects.get(name=name)
+    assert row.state == "failed" and row.error.startswith("X_BACKFILL_UNKNOWN")
+
+
 # -- the command ----------------------------------------------------------------------
 
 
@@ -466,3 +477,24 @@ def test_the_admin_list_refuses_lookups_other_than_its_state_filter(
         admin_client.get(reverse(ADMIN_LIST), {"state__exact": "failed"}).status_code
         == 200
     )
+
+
+def test_on_a_terminal_the_progress_is_a_bar_with_rate_and_eta():
+    from django.core.management.base import OutputWrapper
+
+    from django_ultimate_jobs.management.commands.jobs_backfill import Progress
+
+    class Terminal(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    progress = Progress(OutputWrapper(screen), "emails")
+    row = Backfill(name="emails", rows_done=0, total=1000)
+    progress.show(row)
+    progress.first = (progress.first[0] - 2.0, 0)  # as if it began 2 s ago
+    row.rows_done = 500
+    progress.show(row)
+    last = screen.getvalue().split("\r")[-1]
+    assert last.startswith("emails [###############               ] 500/1,000 rows")
+    assert ", 250 rows/s" in last and "ETA 2s" in last

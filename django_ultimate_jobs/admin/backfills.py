@@ -65,9 +65,9 @@ class BackfillAdmin(admin.ModelAdmin):
     @admin.display(description="rows done / total")
     def progress(self, row: Backfill) -> str:
         """``12,000 / 200,000 (6%)``."""
-        if not row.total:
+        if row.total is None:
             return f"{row.rows_done:,} / ?"
-        share = min(100, 100 * row.rows_done // row.total)
+        share = min(100, 100 * row.rows_done // row.total) if row.total else 100
         return f"{row.rows_done:,} / {row.total:,} ({share}%)"
 
     @admin.action(permissions=["change"], description="Pause selected backfills")
