@@ -39,6 +39,7 @@ __all__ = [
     "RetryClass",
     "TaskHandle",
     "Terminal",
+    "backfill",
     "job",
     "job_enqueued",
     "job_finished",
@@ -55,14 +56,16 @@ _DISTRIBUTION = "django-ultimate-jobs"
 _UNKNOWN_VERSION = "0+unknown"
 
 if TYPE_CHECKING:
+    from .backfills import backfill
     from .maintenance.operations import CreatePartitionedModel
     from .maintenance.partitions import maintain_partitions, partitioned
     from .maintenance.retention import sweep_retention
 
-# Maintenance names load on first use: they pull in django.db.migrations
+# Maintenance names (backfill included) load on first use: they pull in django.db.migrations
 # and the Postgres driver, which a plain ``import django_ultimate_jobs``
 # must not pay for.
 _LAZY = {
+    "backfill": ".backfills",
     "CreatePartitionedModel": ".maintenance.operations",
     "maintain_partitions": ".maintenance.partitions",
     "partitioned": ".maintenance.partitions",

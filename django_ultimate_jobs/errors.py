@@ -620,3 +620,82 @@ class LedgerPostingConflict(JobsError):
     code = "X_LEDGER_POSTING_CONFLICT"
     retry_class = RetryClass.TERMINAL
     default_fix = "post a correction under a new key; a stored posting never changes"
+
+
+# -- Backfills ----------------------------------------------------------------
+
+
+class BackfillDeclarationInvalid(JobsError):
+    """A ``backfill(...)`` declaration is invalid (raised where it is made)."""
+
+    code = "X_BACKFILL_DECLARATION_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "pass name=, source= (a callable answering a QuerySet), handle=, "
+        "batch >= 1 and a finite rate > 0"
+    )
+
+
+class BackfillUnknown(JobsError):
+    """No backfill is declared under that name (a command argument or a ``requires=``)."""
+
+    code = "X_BACKFILL_UNKNOWN"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "python manage.py jobs_backfill --list  (lists the declared backfills)"
+    )
+
+
+class BackfillRequiresCycle(JobsError):
+    """The ``requires=`` of some backfills form a cycle: none of them can ever run."""
+
+    code = "X_BACKFILL_REQUIRES_CYCLE"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "remove one requires= entry of the backfills named in the message"
+
+
+class BackfillRequiresPending(JobsError):
+    """A backfill was asked to run before the backfills it requires are done."""
+
+    code = "X_BACKFILL_REQUIRES_PENDING"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "python manage.py jobs_backfill --all --write  (runs them in dependency order)"
+    )
+
+
+class BackfillApplied(JobsError):
+    """The backfill is done already; running it again needs ``--force``."""
+
+    code = "X_BACKFILL_APPLIED"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "python manage.py jobs_backfill <name> --write --force"
+
+
+class BackfillPaused(JobsError):
+    """The backfill is paused by an operator; it runs again once resumed."""
+
+    code = "X_BACKFILL_PAUSED"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "resume it on the admin's Backfills page (or pass --force to start over)"
+    )
+
+
+class BackfillStateInvalid(JobsError):
+    """Pause or resume asked of a backfill in a state that has no such move."""
+
+    code = "X_BACKFILL_STATE_INVALID"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = "pause a pending, running or failed backfill; resume a paused one"
+
+
+class BackfillSourceInvalid(JobsError):
+    """``source()`` answered no QuerySet, or its primary key cannot be a keyset cursor."""
+
+    code = "X_BACKFILL_SOURCE_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "make source= answer a QuerySet of a model whose primary key is a "
+        "number, a string or a UUID"
+    )

@@ -29,6 +29,7 @@ from django.core.management.base import BaseCommand
 
 import django_ultimate_jobs
 from django_ultimate_jobs import conf, errors
+from django_ultimate_jobs.backfills import registered_backfills, unregister_backfill
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 from django_ultimate_jobs.registry import registered_jobs, unregister
@@ -377,6 +378,7 @@ def test_key_pages_have_runnable_examples(path):
 def test_runnable_example(example, pg_driver):
     """The block runs as printed, on PostgreSQL with a frozen clock installed."""
     before = {handle.name for handle in registered_jobs()}
+    backfills_before = {spec.name for spec in registered_backfills()}
     retry_classes = dict(errors._REGISTRY)
     # Pad so that a traceback's line numbers are the markdown file's.
     source = "\n" * (example.line - 1) + example.code
@@ -387,6 +389,9 @@ def test_runnable_example(example, pg_driver):
         code = compile(source, str(ROOT / example.path), "exec", dont_inherit=True)
         exec(code, namespace)
     finally:
+        for spec in registered_backfills():
+            if spec.name not in backfills_before:
+                unregister_backfill(spec.name)
         for handle in registered_jobs():
             if handle.name not in before:
                 unregister(handle.name)

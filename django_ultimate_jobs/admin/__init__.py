@@ -2,13 +2,16 @@
 
 ``jobs`` registers :class:`JobAdmin` (the list and the job page) and routes
 the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
-``workers`` and ``dashboard``. Every mutation goes through
-:mod:`django_ultimate_jobs.operator`, behind its own permission, after a
-confirmation page, and is recorded in ``LogEntry`` (see :mod:`.audit`).
-``ledger`` registers the read-only ledger postings, lines and balances.
+``workers`` and ``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
+(progress, pause, resume). Every mutation goes through
+:mod:`django_ultimate_jobs.operator` (the backfill verbs through
+:mod:`django_ultimate_jobs.backfills`), behind its own permission, and is
+recorded in ``LogEntry`` (see :mod:`.audit`). ``ledger`` registers the
+read-only ledger postings, lines and balances.
 """
 
+from .backfills import BackfillAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 
-__all__ = ["JobAdmin", "LedgerLineAdmin", "LedgerPostingAdmin"]
+__all__ = ["BackfillAdmin", "JobAdmin", "LedgerLineAdmin", "LedgerPostingAdmin"]

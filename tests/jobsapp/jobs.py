@@ -3,7 +3,7 @@
 import os
 import time
 
-from django_ultimate_jobs import Retry, job
+from django_ultimate_jobs import Retry, backfill, job
 from django_ultimate_jobs.drivers import get_driver
 from django_ultimate_jobs.drivers.base import ClaimIdentity
 from django_ultimate_jobs.errors import Aborted
@@ -179,3 +179,39 @@ def write_after(ctx, *, sleep_ms: int):
     ctx.cancellation.wait(sleep_ms / 1000)
     ctx.cancellation.raise_if_cancelled()
     _record(ctx, "end")
+
+
+# -- backfills (tests/test_backfills.py, tests/acceptance/test_backfill_crash.py)
+
+
+def _items(group: int):
+    from tests.jobsapp.models import BackfillItem
+
+    def source():
+        return BackfillItem.objects.filter(grp=group).only("id")
+
+    return source
+
+
+def _mark_handled(rows) -> None:
+    # Inside the page's atomic step: "handled == 1" on every row after the
+    # pass proves each page was handled exactly once.
+    from django.db.models import F
+
+    from tests.jobsapp.models import BackfillItem
+
+    BackfillItem.objects.filter(pk__in=[row.pk for row in rows]).update(
+        handled=F("handled") + 1
+    )
+
+
+BACKFILL_GROUPS = {"tests.items_small": 1, "tests.items_big": 2}
+
+for _name, _group in BACKFILL_GROUPS.items():
+    backfill(
+        name=_name,
+        source=_items(_group),
+        handle=_mark_handled,
+        batch=2000,
+        rate=40,
+    )

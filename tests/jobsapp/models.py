@@ -48,3 +48,17 @@ class Visit(models.Model):
 
 
 partitioned(Visit, by="at", interval="day", ahead=3, retain=7)
+
+
+class BackfillItem(models.Model):
+    """A row the backfill tests walk; ``handled`` counts the handler's visits.
+
+    ``grp`` splits the table so one test can run passes of different sizes
+    over it (each backfill's source filters on its own group).
+    """
+
+    grp = models.SmallIntegerField()
+    handled = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"item {self.pk} (group {self.grp}, handled {self.handled})"

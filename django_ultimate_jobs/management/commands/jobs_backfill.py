@@ -1,0 +1,287 @@
+"""``manage.py jobs_backfill``: list, dry-run and run the declared backfills.
+
+``<name>`` alone is a dry run (rows, pages, time at the declared rate);
+``--write`` gates it (done needs ``--force``, a paused one is resumed in the
+admin, its ``requires=`` must be done) and enqueues its pass, which a worker
+runs; the command then follows the ``Backfill`` row until the pass ends: a
+progress bar on a terminal, a plain line every few seconds otherwise.
+``--all`` does the same for every backfill not done, in dependency order.
+A refusal prints the coded error and exits 1.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from ...backfills import (
+    enqueue_backfill,
+    get_backfill,
+    plan_backfill,
+    registered_backfills,
+    requirement_order,
+)
+from ...errors import BackfillRequiresPending, JobsError
+from ...states import LIVE_STATES
+
+POLL_S = 0.5
+"""How often a followed pass's row is read."""
+PLAIN_EVERY_S = 5.0
+"""Off a terminal, a progress line at most this often (and one at the end)."""
+BAR_WIDTH = 30
+PENDING_STATES = ("pending", "failed", "paused")
+"""What ``--pending`` lists: a pass in flight is not an alarm."""
+
+
+class Command(BaseCommand):
+    """List, dry-run or run backfills."""
+
+    help = (
+        "Show the declared backfills (--list, --pending), dry-run one (NAME), "
+        "or run it (NAME --write) or all not done (--all --write)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        """``NAME``, ``--list``, ``--pending``, ``--all``, ``--write``, ``--force``, ``--no-follow``."""
+        parser.add_argument("name", nargs="?", help="the backfill to dry-run or run")
+        parser.add_argument(
+            "--list",
+            action="store_true",
+            help="every declared backfill and its progress",
+        )
+        parser.add_argument(
+            "--pending",
+            action="store_true",
+            help="the backfills not done; exits 1 if there is any",
+        )
+        parser.add_argument(
+            "--all",
+            action="store_true",
+            help="every backfill not done, requirements first",
+        )
+        parser.add_argument(
+            "--write",
+            action="store_true",
+            help="run it (enqueue its pass); without it, a dry run",
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="run a done backfill again from its first row",
+        )
+        parser.add_argument(
+            "--no-follow",
+            action="store_true",
+            help="with --write: enqueue and return, without following the progress",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        """Dispatch on the options; refusals become CommandError (exit 1)."""
+        modes = [m for m in ("list", "pending", "all") if options[m]]
+        if len(modes) + bool(options["name"]) != 1:
+            raise CommandError("give one of NAME, --list, --pending or --all")
+        try:
+            if options["list"]:
+                self._list(pending_only=False)
+            elif options["pending"]:
+                self._list(pending_only=True)
+            else:
+                names = [options["name"]] if options["name"] else None
+                self._run(names, options)
+        except JobsError as error:
+            raise CommandError(error.render()) from error
+
+    # -- --list / --pending ------------------------------------------------------
+
+    def _list(self, *, pending_only: bool) -> None:
+        from ...models import Backfill
+
+        rows = {row.name: row for row in Backfill.objects.all()}
+        shown = 0
+        for spec in registered_backfills():
+            row = rows.get(spec.name)
+            state = row.state if row is not None else "pending"
+            if pending_only and state not in PENDING_STATES:
+                continue
+            shown += 1
+            self.stdout.write(_describe(spec.name, state, row, spec.requires))
+        if not registered_backfills():
+            self.stdout.write("no backfill(...) is declared")
+        elif pending_only and not shown:
+            self.stdout.write("every backfill is done (or running)")
+        if pending_only and shown:
+            raise CommandError(
+                f"{shown} backfill(s) not done: "
+                "python manage.py jobs_backfill --all --write"
+            )
+
+    # -- NAME / --all --------------------------------------------------------------
+
+    def _run(self, names: list[str] | None, options: dict[str, Any]) -> None:
+        write, force = options["write"], options["force"]
+        if names is None:
+            order = requirement_order(s.name for s in registered_backfills())
+            chosen = [n for n in order if force or plan_backfill(n).state != "done"]
+        else:
+            get_backfill(names[0])
+            requirement_order(names)  # a cycle or an unknown requires= refuses now
+            chosen = names
+        if not chosen:
+            self.stdout.write("nothing to run: every backfill is done")
+            return
+        if not write:
+            for name in chosen:
+                self.stdout.write(_dry_run(name))
+            self.stdout.write("dry run: pass --write to run it")
+            return
+        started = self._enqueue_all(chosen, force, together=names is None)
+        if options["no_follow"]:
+            return
+        for name in started:
+            self._follow(name)
+
+    def _enqueue_all(
+        self, chosen: list[str], force: bool, *, together: bool
+    ) -> list[str]:
+        started: list[str] = []
+        failures: list[str] = []
+        for name in chosen:
+            try:
+                if together:
+                    # The earlier ones are queued: their passes run first,
+                    # and this pass waits for them. One outside the run is
+                    # not coming, so it is refused.
+                    missing = [u for u in plan_backfill(name).unmet if u not in started]
+                    if missing:
+                        raise BackfillRequiresPending(
+                            f"backfill {name!r} requires {', '.join(missing)}, "
+                            "which is not done and not part of this run",
+                            meta={"backfill": name, "unmet": missing},
+                        )
+                enqueued = enqueue_backfill(
+                    name, force=force, check_requirements=not together
+                )
+            except JobsError as error:
+                if not together:
+                    raise
+                failures.append(error.render())
+                self.stderr.write(f"{name}: {error.render()}")
+                continue
+            note = " (already queued)" if enqueued.deduped else ""
+            self.stdout.write(f"{name}: pass queued as job {enqueued.id}{note}")
+            started.append(name)
+        if failures and not started:
+            raise CommandError(f"{len(failures)} backfill(s) refused")
+        return started
+
+    def _follow(self, name: str) -> None:
+        from ...models import Backfill, Job
+
+        progress = Progress(self.stdout, name)
+        while True:
+            row = Backfill.objects.filter(name=name).first()
+            if row is not None:
+                progress.show(row)
+                live = row.run_id is not None and (
+                    Job.objects.filter(
+                        run_id=row.run_id, state__in=LIVE_STATES
+                    ).exists()
+                )
+                if row.state in ("done", "paused") or (
+                    row.state == "failed" and not live
+                ):
+                    progress.end(row)
+                    if row.state == "failed":
+                        raise CommandError(f"backfill {name!r} failed: {row.error}")
+                    return
+            time.sleep(POLL_S)  # the poll interval of following a pass
+
+
+class Progress:
+    """Rows done / total, rate and ETA: a bar on a terminal, lines otherwise."""
+
+    def __init__(self, out: Any, name: str) -> None:
+        self.out = out
+        self.name = name
+        self.tty = bool(out.isatty())
+        self.first: tuple[float, int] | None = None
+        self.last_line = -PLAIN_EVERY_S
+
+    def show(self, row: Any) -> None:
+        """Draw the bar, or print a line if the last one is old enough."""
+        now = time.monotonic()
+        if self.first is None or row.rows_done < self.first[1]:
+            self.first = (now, row.rows_done)
+        if self.tty:
+            self.out.write("\r" + self._text(row, now, bar=True), ending="")
+            self.out.flush()
+        elif now - self.last_line >= PLAIN_EVERY_S:
+            self.last_line = now
+            self.out.write(self._text(row, now, bar=False))
+
+    def end(self, row: Any) -> None:
+        """The final line: where the pass ended."""
+        if self.tty:
+            self.out.write("")
+        self.out.write(
+            f"{self.name}: {row.state}, {row.rows_done:,} rows in {row.pages_done:,} pages"
+        )
+
+    def _text(self, row: Any, now: float, *, bar: bool) -> str:
+        total = row.total or 0
+        text = f"{self.name}: {row.rows_done:,}/{total:,} rows"
+        if bar and total:
+            filled = min(BAR_WIDTH, BAR_WIDTH * row.rows_done // total)
+            text = (
+                f"{self.name} [{'#' * filled}{' ' * (BAR_WIDTH - filled)}] "
+                + text[len(self.name) + 2 :]
+            )
+        assert self.first is not None
+        elapsed = now - self.first[0]
+        rate = (row.rows_done - self.first[1]) / elapsed if elapsed > 0 else 0.0
+        text += f", {rate:,.0f} rows/s"
+        if rate > 0 and total > row.rows_done:
+            text += f", ETA {_duration((total - row.rows_done) / rate)}"
+        return text
+
+
+def _describe(name: str, state: str, row: Any, requires: tuple[str, ...]) -> str:
+    text = f"{name}: {state}"
+    if row is not None:
+        total = "?" if row.total is None else f"{row.total:,}"
+        text += f", {row.rows_done:,}/{total} rows, {row.pages_done:,} pages"
+        if row.finished_at is not None:
+            text += f", finished {row.finished_at.isoformat()}"
+        if row.error:
+            text += f", last error: {row.error}"
+    if requires:
+        text += f" (requires {', '.join(requires)})"
+    return text
+
+
+def _dry_run(name: str) -> str:
+    plan = plan_backfill(name)
+    spec = get_backfill(name)
+    text = (
+        f"{name} ({plan.state}): would handle {plan.rows:,} rows in {plan.pages:,} "
+        f"pages of {spec.batch:,} at {spec.rate:g} pages/s "
+        f"(at least {_duration(plan.seconds)})"
+    )
+    if plan.unmet:
+        text += f"; waits for {', '.join(plan.unmet)} (not done)"
+    return text
+
+
+def _duration(seconds: float) -> str:
+    hours, rest = divmod(round(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+__all__ = ["Command", "Progress"]
