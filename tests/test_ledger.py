@@ -232,6 +232,25 @@ def test_a_key_is_unique_per_tenant(pg_driver, payments):
     assert payments.balance("cash", "EUR", tenant="globex") == Money(5, "EUR")
 
 
+def test_a_key_belongs_to_the_book_and_another_ledger_replaying_it_conflicts(
+    pg_driver, payments
+):
+    """Two ledgers writing one book share its keys: never a silent replay."""
+    refunds = ledger(name="tests.ledger.refunds", book=model_book(LedgerLine))
+    try:
+        payments.enqueue(key="xl-1", entries=SALE)
+        refunds.enqueue(key="xl-1", entries=SALE)  # the same lines, another ledger
+        first, second = run_jobs()
+        assert first.outcome == "completed" and first.result["created"] is True
+        assert second.error.code == "X_LEDGER_POSTING_CONFLICT"
+        assert second.error.meta["ledger"] == payments.name
+        assert LedgerPosting.objects.get().ledger == payments.name
+        # Balances are the book's: both handles read the same figure.
+        assert refunds.balance("cash", "EUR") == payments.balance("cash", "EUR")
+    finally:
+        unregister(refunds.name)
+
+
 class _CrashAfterWrite(ModelBook):
     """A book whose first write dies after its statement ran (a crash there)."""
 

@@ -103,8 +103,8 @@ class ModelBook:
         and answers ``created=False``.
 
         Raises:
-            LedgerPostingConflict: the key is stored with other lines or
-                another org_id; nothing was written.
+            LedgerPostingConflict: the key is stored with other lines,
+                another org_id or by another ledger; nothing was written.
         """
         params: dict[str, Any] = {
             "ledger": ledger,
@@ -123,7 +123,14 @@ class ModelBook:
         # The key was stored by a transaction that has committed (ON
         # CONFLICT waited for it), and a stored posting never changes: this
         # read answers its fingerprint in any transaction.
-        ((posting_id, stored),) = self._rows("ledger_posting_fingerprint", params)
+        ((posting_id, stored, by),) = self._rows("ledger_posting_fingerprint", params)
+        if by != ledger:
+            # Keys belong to the book: another ledger's posting is never
+            # answered as this one's replay.
+            raise LedgerPostingConflict(
+                f"the posting key is already stored by the ledger {by!r}",
+                meta={"posting_id": posting_id, "ledger": by},
+            )
         if stored != params["fingerprint"]:
             raise LedgerPostingConflict(
                 "the posting key is already stored with other lines",
