@@ -100,6 +100,14 @@ REFUSED = {
     ),
     "one-entry": (entries(("cash", 0, "EUR")), "X_LEDGER_ENTRY_INVALID"),
     "no-entries": ([], "X_LEDGER_ENTRY_INVALID"),
+    "more-than-1000-entries": (
+        entries(*[("cash", 1, "EUR")] * 1000, ("revenue", -1000, "EUR")),
+        "X_LEDGER_ENTRY_INVALID",
+    ),
+    "more-than-a-smallint-of-entries": (
+        entries(*[("cash", 1, "EUR")] * 32767, ("revenue", -32767, "EUR")),
+        "X_LEDGER_ENTRY_INVALID",
+    ),
     "amount-as-string": (
         [
             {"account": "cash", "amount": {"minor": "10", "currency": "EUR"}},

@@ -16,12 +16,21 @@ from ..errors import LedgerEntryInvalid, LedgerUnbalanced
 from ..validation import text_problem
 from .money import MAX_SAFE_MINOR, Money
 
-__all__ = ["MAX_POSTING_KEY_BYTES", "Entry", "Posting", "assert_balanced_posting"]
+__all__ = [
+    "MAX_ENTRIES",
+    "MAX_POSTING_KEY_BYTES",
+    "Entry",
+    "Posting",
+    "assert_balanced_posting",
+]
 
 MAX_POSTING_KEY_BYTES = 255
 """A posting key's limit: it and a fingerprint form the job's idempotency key."""
 MAX_ACCOUNT_BYTES = 255
 MIN_ENTRIES = 2
+MAX_ENTRIES = 1000
+"""The most entries a posting may have: one statement writes them all, and a
+line's number is a smallint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +81,8 @@ def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
     Money or {"minor": int, "currency": str}}, ...], "org_id": optional}``.
 
     Raises:
-        LedgerEntryInvalid: a blank key or account, fewer than two entries,
+        LedgerEntryInvalid: a blank key or account, fewer than two entries
+            or more than :data:`MAX_ENTRIES`,
             an amount that is a float or beyond 2**53-1 minor units, an
             unknown currency, or a scale other than the currency's.
         LedgerUnbalanced: some currency's entries do not sum to zero (each
@@ -89,9 +99,10 @@ def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
     ):
         raise LedgerEntryInvalid("org_id must be a string, an int or None")
     raw = posting.get("entries")
-    if not isinstance(raw, list | tuple) or len(raw) < MIN_ENTRIES:
+    if not isinstance(raw, list | tuple) or not MIN_ENTRIES <= len(raw) <= MAX_ENTRIES:
         raise LedgerEntryInvalid(
-            f"a posting needs at least {MIN_ENTRIES} entries",
+            f"a posting needs from {MIN_ENTRIES} to {MAX_ENTRIES} entries",
+            fix=f"split a posting of more than {MAX_ENTRIES} entries into several",
             meta={"entries": len(raw) if isinstance(raw, list | tuple) else None},
         )
     entries = tuple(_entry(index, item) for index, item in enumerate(raw))
