@@ -449,6 +449,42 @@ def test_admin_refuses_lookups_other_than_its_filters(
     )
 
 
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        ("ledgerline_changelist", {"account": "a\x00b"}),
+        ("ledgerline_changelist", {"currency": "E\x00R"}),
+        ("ledgerline_changelist", {"q": "k\x00"}),
+        ("ledgerposting_changelist", {"tenant": "a\x00b"}),
+        ("ledgerline_balances", {"account": "a\x00b"}),
+        ("ledgerline_balances", {"tenant": "a\x00b"}),
+    ],
+)
+def test_admin_answers_a_filter_no_row_can_hold_with_e_1(
+    admin_client, pg_driver, payments, page, query
+):
+    _two_postings(payments)
+    url = reverse(f"admin:ultimate_jobs_{page}")
+    answered = admin_client.get(url, query)
+    assert answered.status_code == 302
+    assert answered["Location"] == f"{url}?e=1"
+    assert admin_client.get(answered["Location"]).status_code == 200
+
+
+def test_admin_balances_take_account_currency_and_tenant_only(
+    admin_client, pg_driver, payments
+):
+    _two_postings(payments)
+    payments.enqueue(key="sale-3", entries=SALE, org_id="acme")
+    run_jobs()
+    url = reverse("admin:ultimate_jobs_ledgerline_balances")
+    usd = admin_client.get(url, {"currency": "USD"}).text
+    assert "5.00 USD" in usd and "10.00 EUR" not in usd
+    acme = admin_client.get(url, {"tenant": "acme", "account": "cash"}).text
+    assert "10.00 EUR" in acme and "20.00 EUR" not in acme
+    assert admin_client.get(url, {"as_of": "2026-01-01"}).status_code == 400
+
+
 def test_admin_offers_no_add_change_or_delete(admin_client, pg_driver, payments):
     _two_postings(payments)
     line = LedgerLine.objects.first()
