@@ -316,6 +316,51 @@ def test_raw_update_and_delete_are_refused_by_the_database(
     ) == [1000, -1000]
 
 
+def _insert_line(posting, line, account, currency, minor):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ultimate_jobs_ledger_line"
+            " (posting_id, tenant, line, account, currency, minor, posted_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, now())",
+            [posting.pk, posting.tenant, line, account, currency, minor],
+        )
+
+
+@pytest.mark.parametrize(
+    ("currency", "minor"),
+    [("eur", 1), ("EURO", 1), ("EUR", 2**53), ("EUR", -(2**53))],
+)
+def test_the_database_refuses_a_line_the_book_would_refuse(
+    pg_driver, payments, currency, minor
+):
+    payments.enqueue(key="sale-1", entries=SALE)
+    run_jobs()
+    with pytest.raises(DatabaseError), transaction.atomic():
+        _insert_line(LedgerPosting.objects.get(), 9, "cash", currency, minor)
+    assert LedgerLine.objects.count() == 2
+
+
+def test_balances_and_admin_pages_read_a_row_written_around_the_book(
+    admin_client, pg_driver, payments
+):
+    """Raw SQL can still add a balanced-looking line; reads never fail on it."""
+    payments.enqueue(key="sale-1", entries=SALE)
+    run_jobs()
+    posting = LedgerPosting.objects.get()
+    _insert_line(posting, 3, "cash", "ABC", 5)  # not ISO 4217: the shape passes
+    _insert_line(posting, 4, "big", "EUR", 2**53 - 1)
+    _insert_line(posting, 5, "big", "EUR", 2**53 - 1)  # the sum passes 2**53-1
+    assert payments.balance("big", "EUR").minor == 2 * (2**53 - 1)
+    assert [b.amount.currency for b in payments.balances("cash")] == ["ABC", "EUR"]
+    for page, args in [
+        ("ledgerline_changelist", []),
+        ("ledgerline_balances", []),
+        ("ledgerposting_change", [posting.pk]),
+    ]:
+        url = reverse(f"admin:ultimate_jobs_{page}", args=args)
+        assert admin_client.get(url).status_code == 200, page
+
+
 # -- races ----------------------------------------------------------------------
 
 

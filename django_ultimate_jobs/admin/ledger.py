@@ -23,7 +23,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
 from ..errors import LedgerEntryInvalid
-from ..ledger import model_book
+from ..ledger import Money, model_book
 from ..models import LedgerLine, LedgerPosting
 from ..validation import storable
 
@@ -206,6 +206,5 @@ class LedgerLineAdmin(_List, admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 def _amount(line: LedgerLine) -> str:
-    from ..ledger import Money
-
-    return str(Money(line.minor, line.currency))
+    # As stored: a page shows a row written around the book, never a 500.
+    return str(Money.stored(line.minor, line.currency))

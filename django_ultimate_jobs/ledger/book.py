@@ -183,7 +183,7 @@ class ModelBook:
             .order_by("account", "currency")
         )
         return [
-            Balance(row["account"], Money(int(row["total"]), row["currency"]))
+            Balance(row["account"], Money.stored(int(row["total"]), row["currency"]))
             for row in rows
         ]
 

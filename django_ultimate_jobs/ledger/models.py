@@ -11,6 +11,10 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
+# 2**53-1, as ledger.money.MAX_SAFE_MINOR (not imported: this module stays
+# free of the ledger API, and a migration copies the number anyway).
+_MAX_SAFE_MINOR = 9007199254740991
+
 __all__ = ["LedgerLine", "LedgerPosting"]
 
 
@@ -74,7 +78,19 @@ class LedgerLine(models.Model):
     class Meta:
         db_table = "ultimate_jobs_ledger_line"
         constraints = [
-            models.UniqueConstraint("posting", "line", name="uj_ledger_line_uniq")
+            models.UniqueConstraint("posting", "line", name="uj_ledger_line_uniq"),
+            # What the job checks, held by the database too: raw SQL cannot
+            # store a line the book would refuse to write.
+            models.CheckConstraint(
+                condition=models.Q(currency__regex=r"^[A-Z]{3}$"),
+                name="uj_ledger_line_currency",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    minor__gte=-_MAX_SAFE_MINOR, minor__lte=_MAX_SAFE_MINOR
+                ),
+                name="uj_ledger_line_minor_safe",
+            ),
         ]
         indexes = [
             # Balances: one account's lines, per currency, up to a time.

@@ -46,10 +46,24 @@ class Money:
                 meta={"currency": str(self.currency)[:8]},
             )
 
+    @classmethod
+    def stored(cls, minor: int, currency: str) -> Money:
+        """An amount read back from the book, not checked again.
+
+        Balances are sums: one may pass 2**53-1 however many lines each
+        respect it, and a row written around the book (raw SQL) must not make
+        every read fail. Amounts going in are always built checked.
+        """
+        money = object.__new__(cls)
+        object.__setattr__(money, "minor", minor)
+        object.__setattr__(money, "currency", currency)
+        return money
+
     @property
     def scale(self) -> int:
-        """Decimal places of the currency's minor unit (ISO 4217)."""
-        return MINOR_UNITS[self.currency]
+        """Decimal places of the currency's minor unit (ISO 4217; 0 for a
+        stored code outside the table)."""
+        return MINOR_UNITS.get(self.currency, 0)
 
     @classmethod
     def of(cls, amount: str | Decimal | int, currency: str) -> Money:

@@ -1,4 +1,5 @@
-"""The ledger: append-only postings and lines (Protect triggers refuse UPDATE and DELETE)."""
+"""The ledger: append-only postings and lines (Protect triggers refuse UPDATE and
+DELETE; CHECK constraints hold each line's currency and amount)."""
 
 import django.db.models.deletion
 import django.db.models.functions.datetime
@@ -92,6 +93,22 @@ class Migration(migrations.Migration):
             model_name="ledgerline",
             constraint=models.UniqueConstraint(
                 models.F("posting"), models.F("line"), name="uj_ledger_line_uniq"
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="ledgerline",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("currency__regex", "^[A-Z]{3}$")),
+                name="uj_ledger_line_currency",
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="ledgerline",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("minor__gte", -9007199254740991), ("minor__lte", 9007199254740991)
+                ),
+                name="uj_ledger_line_minor_safe",
             ),
         ),
         pgtrigger.migrations.AddTrigger(
