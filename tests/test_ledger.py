@@ -169,6 +169,16 @@ def test_assert_balanced_posting_answers_the_normalised_posting():
     ]
 
 
+@pytest.mark.parametrize("account", ["  ", "", "a\x00b", "x" * 256, 7])
+def test_an_account_refusal_names_its_entry(account):
+    with pytest.raises(JobsError) as refused:
+        assert_balanced_posting(
+            {"key": "k", "entries": entries(("cash", 1, "EUR"), (account, -1, "EUR"))}
+        )
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert refused.value.meta["entry"] == 1
+
+
 def test_money_is_exact_minor_units_and_never_a_float():
     assert Money.of("0.5", "KWD") == Money(500, "KWD")
     assert Money.of("120", "JPY") == Money(120, "JPY")

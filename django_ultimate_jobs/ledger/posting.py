@@ -92,7 +92,7 @@ def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
         posting = posting.to_json()
     if not isinstance(posting, Mapping):
         raise LedgerEntryInvalid("a posting must be a mapping with key and entries")
-    key = _text(posting.get("key"), "the posting key", MAX_POSTING_KEY_BYTES)
+    key = checked_text(posting.get("key"), "the posting key", MAX_POSTING_KEY_BYTES)
     org_id = posting.get("org_id")
     if org_id is not None and (
         isinstance(org_id, bool) or not isinstance(org_id, str | int)
@@ -116,7 +116,9 @@ def _entry(index: int, item: Any) -> Entry:
             f'entry {index} must be {{"account": ..., "amount": ...}}',
             meta={"entry": index},
         )
-    account = _text(item["account"], f"entry {index}'s account", MAX_ACCOUNT_BYTES)
+    account = checked_text(
+        item["account"], f"entry {index}'s account", MAX_ACCOUNT_BYTES, entry=index
+    )
     try:
         amount = Money.from_json(item["amount"])
     except LedgerEntryInvalid as error:
@@ -131,12 +133,21 @@ def _entry(index: int, item: Any) -> Entry:
     return Entry(account=account, amount=amount)
 
 
-def _text(value: Any, what: str, max_bytes: int) -> str:
+def checked_text(
+    value: Any, what: str, max_bytes: int, entry: int | None = None
+) -> str:
+    """``value`` if PostgreSQL can store it as a non-blank name or key.
+
+    Raises:
+        LedgerEntryInvalid: it cannot; ``meta["entry"]`` names the entry
+            when the text is an entry's.
+    """
     problem = text_problem(value, max_bytes=max_bytes)
     if problem is None and isinstance(value, str) and not value.strip():
         problem = "is blank"
     if problem is not None:
-        raise LedgerEntryInvalid(f"{what} {problem}")
+        meta = {} if entry is None else {"entry": entry}
+        raise LedgerEntryInvalid(f"{what} {problem}", meta=meta)
     assert isinstance(value, str)
     return value
 
