@@ -7,7 +7,7 @@ posting or line exists afterwards.
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import date, datetime, timedelta
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -220,6 +220,43 @@ def test_a_posting_writes_its_lines_and_balances_follow(pg_driver, payments):
         ("cash", Money(1250, "EUR")),
         ("revenue", Money(-1250, "EUR")),
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "options"),
+    [
+        ((None, "EUR"), {}),
+        (("cash", None), {}),
+        (("cash\x00", "EUR"), {}),
+        (("", "EUR"), {}),
+        (("cash", "eur"), {}),
+        (("cash", "EUR"), {"tenant": "a\x00"}),
+        (("cash", "EUR"), {"as_of": datetime(2026, 1, 1)}),  # naive
+        (("cash", "EUR"), {"as_of": date(2026, 1, 1)}),
+        (("cash", "EUR"), {"as_of": "2026-01-01T00:00:00Z"}),
+    ],
+)
+def test_balance_refuses_what_no_line_can_match(pg_driver, payments, args, options):
+    with pytest.raises(JobsError) as refused:
+        payments.balance(*args, **options)
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"currency": "eur"},
+        {"tenant": "a\x00"},
+        {"tenant": ""},
+        {"as_of": datetime(2026, 1, 1)},
+    ],
+)
+def test_balances_refuse_what_no_line_can_match(pg_driver, payments, options):
+    with pytest.raises(JobsError) as refused:
+        payments.balances(**options)
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    with pytest.raises(JobsError):
+        payments.balances("a\x00b")
 
 
 def test_a_replayed_posting_writes_nothing_and_another_under_its_key_conflicts(
@@ -513,6 +550,7 @@ def test_admin_refuses_lookups_other_than_its_filters(
         ("ledgerposting_changelist", {"tenant": "a\x00b"}),
         ("ledgerline_balances", {"account": "a\x00b"}),
         ("ledgerline_balances", {"tenant": "a\x00b"}),
+        ("ledgerline_balances", {"currency": "eur"}),
     ],
 )
 def test_admin_answers_a_filter_no_row_can_hold_with_e_1(

@@ -19,9 +19,10 @@ from django.db.models import Sum
 # The driver's setting of Django's connections: only explicit prepares.
 from ..drivers.postgres import _EXPLICIT_PREPARE_ONLY
 from ..drivers.sql import query
-from ..errors import JobDeclarationInvalid, LedgerPostingConflict
+from ..errors import JobDeclarationInvalid, LedgerEntryInvalid, LedgerPostingConflict
+from ..validation import MAX_KEY_BYTES
 from .money import Money
-from .posting import Posting
+from .posting import MAX_ACCOUNT_BYTES, Posting, checked_text
 
 if TYPE_CHECKING:
     from .models import LedgerLine
@@ -167,7 +168,13 @@ class ModelBook:
             currency: one currency (default: every currency).
             tenant: one tenant (default: every tenant).
             as_of: only lines posted at or before this aware datetime.
+
+        Raises:
+            LedgerEntryInvalid: an argument no line can match: a blank
+                account or tenant, one holding a NUL, a currency outside ISO
+                4217 (``"eur"``), an ``as_of`` that is not an aware datetime.
         """
+        _check_query(account, currency, tenant, as_of)
         lines = self.line_model._default_manager.using(self.using).all()
         if account is not None:
             lines = lines.filter(account=account)
@@ -195,9 +202,40 @@ class ModelBook:
         tenant: str | None = None,
         as_of: datetime | None = None,
     ) -> Money:
-        """One account's balance in one currency (zero when it has no lines)."""
+        """One account's balance in one currency (zero when it has no lines).
+
+        Raises:
+            LedgerEntryInvalid: as :meth:`balances`; ``account`` and
+                ``currency`` are required (``None`` is refused, not read as
+                "every account").
+        """
+        if account is None or currency is None:
+            raise LedgerEntryInvalid(
+                "balance() needs an account and a currency",
+                fix="use balances() for every account or currency",
+            )
         found = self.balances(account, currency=currency, tenant=tenant, as_of=as_of)
         return found[0].amount if found else Money(0, currency)
+
+
+def _check_query(
+    account: Any, currency: Any, tenant: Any, as_of: Any
+) -> None:
+    # Refused with a code, not a DataError from the driver nor an empty
+    # answer that reads as a zero balance.
+    if account is not None:
+        checked_text(account, "the account", MAX_ACCOUNT_BYTES)
+    if tenant is not None:
+        checked_text(tenant, "the tenant", MAX_KEY_BYTES)
+    if currency is not None:
+        Money(0, currency)  # refuses a code outside ISO 4217 ("eur")
+    if as_of is not None and (
+        not isinstance(as_of, datetime) or as_of.utcoffset() is None
+    ):
+        raise LedgerEntryInvalid(
+            "as_of must be an aware datetime",
+            fix="pass e.g. django.utils.timezone.now() or a datetime with tzinfo",
+        )
 
 
 def model_book(line_model: type[LedgerLine]) -> ModelBook:
