@@ -179,6 +179,20 @@ def test_an_account_refusal_names_its_entry(account):
     assert refused.value.meta["entry"] == 1
 
 
+@pytest.mark.parametrize("org_id", ["", "a\x00b", "a\ud800", "x" * 513, 1.5, True])
+def test_assert_balanced_posting_refuses_the_org_id_enqueue_refuses(
+    pg_driver, payments, org_id
+):
+    given = {"key": "k", "entries": SALE, "org_id": org_id}
+    with pytest.raises(JobsError) as asserted:
+        assert_balanced_posting(given)
+    with pytest.raises(JobsError) as enqueued:
+        payments.enqueue(**given)
+    assert asserted.value.code == enqueued.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert enqueued.value.cause.startswith("org_id ")
+    assert not Job.objects.exists()
+
+
 def test_money_is_exact_minor_units_and_never_a_float():
     assert Money.of("0.5", "KWD") == Money(500, "KWD")
     assert Money.of("120", "JPY") == Money(120, "JPY")
