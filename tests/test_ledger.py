@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -202,6 +203,31 @@ def test_money_is_exact_minor_units_and_never_a_float():
         lambda: Money.of(1.5, "EUR"),
         lambda: Money.of("0.001", "EUR"),
         lambda: Money(True, "EUR"),
+    ):
+        with pytest.raises(JobsError) as refused:
+            bad()
+        assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [" 12.34 ", "1_000", "1e2", "\u0661\u0662", "NaN", "Infinity", "12.", ".5", "+-1"],
+)
+def test_money_of_reads_ascii_digits_a_sign_and_one_point_only(amount):
+    with pytest.raises(JobsError) as refused:
+        Money.of(amount, "EUR")
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert "ASCII digits" in refused.value.cause
+
+
+def test_money_refuses_more_than_2_53_minus_1_minor_units():
+    assert Money(2**53 - 1, "EUR").minor == 2**53 - 1
+    assert Money.of("-12.34", "EUR") == Money(-1234, "EUR")
+    for bad in (
+        lambda: Money(2**53, "EUR"),
+        lambda: Money(-(2**53), "EUR"),
+        lambda: Money.of("90071992547409.92", "EUR"),
+        lambda: Money.of(Decimal("NaN"), "EUR"),
     ):
         with pytest.raises(JobsError) as refused:
             bad()

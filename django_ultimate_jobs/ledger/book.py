@@ -218,9 +218,7 @@ class ModelBook:
         return found[0].amount if found else Money(0, currency)
 
 
-def _check_query(
-    account: Any, currency: Any, tenant: Any, as_of: Any
-) -> None:
+def _check_query(account: Any, currency: Any, tenant: Any, as_of: Any) -> None:
     # Refused with a code, not a DataError from the driver nor an empty
     # answer that reads as a zero balance.
     if account is not None:

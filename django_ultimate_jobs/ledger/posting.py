@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import LedgerEntryInvalid, LedgerUnbalanced
 from ..validation import MAX_KEY_BYTES, text_problem
-from .money import MAX_SAFE_MINOR, Money
+from .money import Money
 
 __all__ = [
     "MAX_ENTRIES",
@@ -138,11 +138,6 @@ def _entry(index: int, item: Any) -> Entry:
         raise LedgerEntryInvalid(
             f"entry {index}: {error.cause}", meta={**error.meta, "entry": index}
         ) from None
-    if abs(amount.minor) > MAX_SAFE_MINOR:
-        raise LedgerEntryInvalid(
-            f"entry {index}'s amount is beyond 2**53-1 minor units",
-            meta={"entry": index},
-        )
     return Entry(account=account, amount=amount)
 
 
