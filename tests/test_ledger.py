@@ -403,46 +403,82 @@ def test_raw_update_and_delete_are_refused_by_the_database(
     ) == [1000, -1000]
 
 
-def _insert_line(posting, line, account, currency, minor):
+def _insert_lines(posting_id, *lines):
+    """Raw SQL: ``(line, account, currency, minor), ...`` in one INSERT."""
+    rows = ", ".join(["(%s, 'none', %s, %s, %s, %s, now())"] * len(lines))
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO ultimate_jobs_ledger_line"
             " (posting_id, tenant, line, account, currency, minor, posted_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, now())",
-            [posting.pk, posting.tenant, line, account, currency, minor],
+            f" VALUES {rows}",
+            [value for line in lines for value in (posting_id, *line)],
         )
 
 
+def _raw_posting(key, *lines, line_count=None):
+    """A posting written around the book: its row, then its lines."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ultimate_jobs_ledger_posting"
+            " (ledger, tenant, key, fingerprint, line_count)"
+            " VALUES ('raw', 'none', %s, '', %s) RETURNING id",
+            [key, len(lines) if line_count is None else line_count],
+        )
+        (posting_id,) = cursor.fetchone()
+    _insert_lines(posting_id, *lines)
+    return posting_id
+
+
 @pytest.mark.parametrize(
-    ("currency", "minor"),
-    [("eur", 1), ("EURO", 1), ("EUR", 2**53), ("EUR", -(2**53))],
+    "lines",
+    [
+        [(9, "cash", "eur", 1), (10, "revenue", "eur", -1)],  # lowercase
+        [(9, "cash", "EURO", 1), (10, "revenue", "EURO", -1)],
+        [(9, "cash", "EUR", 2**53), (10, "revenue", "EUR", -(2**53))],
+        [(9, "cash", "EUR", 5), (10, "revenue", "EUR", -5)],  # into a stored posting
+        [(3, "cash", "EUR", 5)],  # a third line, unbalanced
+    ],
+    ids=["lowercase", "four-letters", "beyond-2**53-1", "a-pair-more", "one-more"],
 )
-def test_the_database_refuses_a_line_the_book_would_refuse(
-    pg_driver, payments, currency, minor
+def test_the_database_refuses_lines_the_book_would_not_write(
+    pg_driver, payments, lines
 ):
     payments.enqueue(key="sale-1", entries=SALE)
     run_jobs()
     with pytest.raises(DatabaseError), transaction.atomic():
-        _insert_line(LedgerPosting.objects.get(), 9, "cash", currency, minor)
+        _insert_lines(LedgerPosting.objects.get().pk, *lines)
     assert LedgerLine.objects.count() == 2
 
 
-def test_balances_and_admin_pages_read_a_row_written_around_the_book(
+def test_the_database_refuses_an_unbalanced_posting_written_around_the_book(
+    pg_driver,
+):
+    with pytest.raises(DatabaseError, match="balance"), transaction.atomic():
+        _raw_posting("raw-1", (1, "cash", "EUR", 5), (2, "revenue", "EUR", -4))
+    with pytest.raises(DatabaseError, match="whole"), transaction.atomic():
+        # Balanced, but two of its three lines: the third could come later.
+        _raw_posting(
+            "raw-2", (1, "cash", "EUR", 5), (2, "revenue", "EUR", -5), line_count=3
+        )
+    assert nothing_written()
+
+
+def test_balances_and_admin_pages_read_rows_written_around_the_book(
     admin_client, pg_driver, payments
 ):
-    """Raw SQL can still add a balanced-looking line; reads never fail on it."""
+    """A raw posting of a currency outside the table, sums past 2**53-1: read."""
     payments.enqueue(key="sale-1", entries=SALE)
     run_jobs()
-    posting = LedgerPosting.objects.get()
-    _insert_line(posting, 3, "cash", "ABC", 5)  # not ISO 4217: the shape passes
-    _insert_line(posting, 4, "big", "EUR", 2**53 - 1)
-    _insert_line(posting, 5, "big", "EUR", 2**53 - 1)  # the sum passes 2**53-1
+    odd = _raw_posting("raw-1", (1, "cash", "ABC", 5), (2, "revenue", "ABC", -5))
+    for key in ("raw-2", "raw-3"):
+        _raw_posting(key, (1, "big", "EUR", 2**53 - 1), (2, "small", "EUR", 1 - 2**53))
     assert payments.balance("big", "EUR").minor == 2 * (2**53 - 1)
+    assert str(-payments.balance("big", "EUR")).startswith("-")
     assert [b.amount.currency for b in payments.balances("cash")] == ["ABC", "EUR"]
     for page, args in [
         ("ledgerline_changelist", []),
         ("ledgerline_balances", []),
-        ("ledgerposting_change", [posting.pk]),
+        ("ledgerposting_change", [odd]),
     ]:
         url = reverse(f"admin:ultimate_jobs_{page}", args=args)
         assert admin_client.get(url).status_code == 200, page

@@ -27,6 +27,32 @@ def _append_only(table: str) -> pgtrigger.Protect:
     )
 
 
+# After each statement that inserts lines, the lines it inserted for each
+# posting must be that posting's lines 1..line_count, summing to zero per
+# currency. The book writes a posting's lines in the statement that writes
+# the posting, so this holds for it; with the unique (posting, line) index it
+# also means raw SQL cannot add a line to a stored posting (its numbers are
+# taken) nor store an unbalanced one. It reads the statement's own rows and
+# each posting's row by key, never the lines table.
+_WHOLE_POSTINGS = """
+IF EXISTS (
+    SELECT 1
+      FROM new_lines AS l
+      JOIN ultimate_jobs_ledger_posting AS p ON p.id = l.posting_id
+     GROUP BY p.id
+    HAVING count(*) <> min(p.line_count)
+        OR min(l.line) <> 1
+        OR max(l.line) <> min(p.line_count)
+) OR EXISTS (
+    SELECT 1 FROM new_lines GROUP BY posting_id, currency HAVING sum(minor) <> 0
+) THEN
+    RAISE EXCEPTION 'ledger: a posting''s lines are written whole, in one statement, and balance in each currency'
+        USING ERRCODE = 'check_violation';
+END IF;
+RETURN NULL;
+"""
+
+
 class LedgerPosting(models.Model):
     """One posting: written once per ``(tenant, key)``; never changed."""
 
@@ -98,7 +124,17 @@ class LedgerLine(models.Model):
                 "account", "currency", "posted_at", name="uj_ledger_line_account_idx"
             )
         ]
-        triggers = [_append_only("ledger_line")]
+        triggers = [
+            _append_only("ledger_line"),
+            pgtrigger.Trigger(
+                name="uj_ledger_line_whole_postings",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                referencing=pgtrigger.Referencing(new="new_lines"),
+                func=_WHOLE_POSTINGS,
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.account} {self.minor} {self.currency}"
