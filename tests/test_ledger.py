@@ -7,7 +7,8 @@ posting or line exists afterwards.
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection, transaction
@@ -100,6 +101,14 @@ REFUSED = {
     ),
     "one-entry": (entries(("cash", 0, "EUR")), "X_LEDGER_ENTRY_INVALID"),
     "no-entries": ([], "X_LEDGER_ENTRY_INVALID"),
+    "more-than-1000-entries": (
+        entries(*[("cash", 1, "EUR")] * 1000, ("revenue", -1000, "EUR")),
+        "X_LEDGER_ENTRY_INVALID",
+    ),
+    "more-than-a-smallint-of-entries": (
+        entries(*[("cash", 1, "EUR")] * 32767, ("revenue", -32767, "EUR")),
+        "X_LEDGER_ENTRY_INVALID",
+    ),
     "amount-as-string": (
         [
             {"account": "cash", "amount": {"minor": "10", "currency": "EUR"}},
@@ -161,6 +170,30 @@ def test_assert_balanced_posting_answers_the_normalised_posting():
     ]
 
 
+@pytest.mark.parametrize("account", ["  ", "", "a\x00b", "x" * 256, 7])
+def test_an_account_refusal_names_its_entry(account):
+    with pytest.raises(JobsError) as refused:
+        assert_balanced_posting(
+            {"key": "k", "entries": entries(("cash", 1, "EUR"), (account, -1, "EUR"))}
+        )
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert refused.value.meta["entry"] == 1
+
+
+@pytest.mark.parametrize("org_id", ["", "a\x00b", "a\ud800", "x" * 513, 1.5, True])
+def test_assert_balanced_posting_refuses_the_org_id_enqueue_refuses(
+    pg_driver, payments, org_id
+):
+    given = {"key": "k", "entries": SALE, "org_id": org_id}
+    with pytest.raises(JobsError) as asserted:
+        assert_balanced_posting(given)
+    with pytest.raises(JobsError) as enqueued:
+        payments.enqueue(**given)
+    assert asserted.value.code == enqueued.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert enqueued.value.cause.startswith("org_id ")
+    assert not Job.objects.exists()
+
+
 def test_money_is_exact_minor_units_and_never_a_float():
     assert Money.of("0.5", "KWD") == Money(500, "KWD")
     assert Money.of("120", "JPY") == Money(120, "JPY")
@@ -170,6 +203,31 @@ def test_money_is_exact_minor_units_and_never_a_float():
         lambda: Money.of(1.5, "EUR"),
         lambda: Money.of("0.001", "EUR"),
         lambda: Money(True, "EUR"),
+    ):
+        with pytest.raises(JobsError) as refused:
+            bad()
+        assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+
+
+@pytest.mark.parametrize(
+    "amount",
+    [" 12.34 ", "1_000", "1e2", "\u0661\u0662", "NaN", "Infinity", "12.", ".5", "+-1"],
+)
+def test_money_of_reads_ascii_digits_a_sign_and_one_point_only(amount):
+    with pytest.raises(JobsError) as refused:
+        Money.of(amount, "EUR")
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    assert "ASCII digits" in refused.value.cause
+
+
+def test_money_refuses_more_than_2_53_minus_1_minor_units():
+    assert Money(2**53 - 1, "EUR").minor == 2**53 - 1
+    assert Money.of("-12.34", "EUR") == Money(-1234, "EUR")
+    for bad in (
+        lambda: Money(2**53, "EUR"),
+        lambda: Money(-(2**53), "EUR"),
+        lambda: Money.of("90071992547409.92", "EUR"),
+        lambda: Money.of(Decimal("NaN"), "EUR"),
     ):
         with pytest.raises(JobsError) as refused:
             bad()
@@ -204,6 +262,43 @@ def test_a_posting_writes_its_lines_and_balances_follow(pg_driver, payments):
     ]
 
 
+@pytest.mark.parametrize(
+    ("args", "options"),
+    [
+        ((None, "EUR"), {}),
+        (("cash", None), {}),
+        (("cash\x00", "EUR"), {}),
+        (("", "EUR"), {}),
+        (("cash", "eur"), {}),
+        (("cash", "EUR"), {"tenant": "a\x00"}),
+        (("cash", "EUR"), {"as_of": datetime(2026, 1, 1)}),  # naive
+        (("cash", "EUR"), {"as_of": date(2026, 1, 1)}),
+        (("cash", "EUR"), {"as_of": "2026-01-01T00:00:00Z"}),
+    ],
+)
+def test_balance_refuses_what_no_line_can_match(pg_driver, payments, args, options):
+    with pytest.raises(JobsError) as refused:
+        payments.balance(*args, **options)
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"currency": "eur"},
+        {"tenant": "a\x00"},
+        {"tenant": ""},
+        {"as_of": datetime(2026, 1, 1)},
+    ],
+)
+def test_balances_refuse_what_no_line_can_match(pg_driver, payments, options):
+    with pytest.raises(JobsError) as refused:
+        payments.balances(**options)
+    assert refused.value.code == "X_LEDGER_ENTRY_INVALID"
+    with pytest.raises(JobsError):
+        payments.balances("a\x00b")
+
+
 def test_a_replayed_posting_writes_nothing_and_another_under_its_key_conflicts(
     pg_driver, payments
 ):
@@ -230,6 +325,25 @@ def test_a_key_is_unique_per_tenant(pg_driver, payments):
     )
     assert [e.outcome for e in run_jobs()] == ["completed", "completed"]
     assert payments.balance("cash", "EUR", tenant="globex") == Money(5, "EUR")
+
+
+def test_a_key_belongs_to_the_book_and_another_ledger_replaying_it_conflicts(
+    pg_driver, payments
+):
+    """Two ledgers writing one book share its keys: never a silent replay."""
+    refunds = ledger(name="tests.ledger.refunds", book=model_book(LedgerLine))
+    try:
+        payments.enqueue(key="xl-1", entries=SALE)
+        refunds.enqueue(key="xl-1", entries=SALE)  # the same lines, another ledger
+        first, second = run_jobs()
+        assert first.outcome == "completed" and first.result["created"] is True
+        assert second.error.code == "X_LEDGER_POSTING_CONFLICT"
+        assert second.error.meta["ledger"] == payments.name
+        assert LedgerPosting.objects.get().ledger == payments.name
+        # Balances are the book's: both handles read the same figure.
+        assert refunds.balance("cash", "EUR") == payments.balance("cash", "EUR")
+    finally:
+        unregister(refunds.name)
 
 
 class _CrashAfterWrite(ModelBook):
@@ -287,6 +401,87 @@ def test_raw_update_and_delete_are_refused_by_the_database(
     assert list(
         LedgerLine.objects.values_list("minor", flat=True).order_by("line")
     ) == [1000, -1000]
+
+
+def _insert_lines(posting_id, *lines):
+    """Raw SQL: ``(line, account, currency, minor), ...`` in one INSERT."""
+    rows = ", ".join(["(%s, 'none', %s, %s, %s, %s, now())"] * len(lines))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ultimate_jobs_ledger_line"
+            " (posting_id, tenant, line, account, currency, minor, posted_at)"
+            f" VALUES {rows}",
+            [value for line in lines for value in (posting_id, *line)],
+        )
+
+
+def _raw_posting(key, *lines, line_count=None):
+    """A posting written around the book: its row, then its lines."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO ultimate_jobs_ledger_posting"
+            " (ledger, tenant, key, fingerprint, line_count)"
+            " VALUES ('raw', 'none', %s, '', %s) RETURNING id",
+            [key, len(lines) if line_count is None else line_count],
+        )
+        (posting_id,) = cursor.fetchone()
+    _insert_lines(posting_id, *lines)
+    return posting_id
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [(9, "cash", "eur", 1), (10, "revenue", "eur", -1)],  # lowercase
+        [(9, "cash", "EURO", 1), (10, "revenue", "EURO", -1)],
+        [(9, "cash", "EUR", 2**53), (10, "revenue", "EUR", -(2**53))],
+        [(9, "cash", "EUR", 5), (10, "revenue", "EUR", -5)],  # into a stored posting
+        [(3, "cash", "EUR", 5)],  # a third line, unbalanced
+    ],
+    ids=["lowercase", "four-letters", "beyond-2**53-1", "a-pair-more", "one-more"],
+)
+def test_the_database_refuses_lines_the_book_would_not_write(
+    pg_driver, payments, lines
+):
+    payments.enqueue(key="sale-1", entries=SALE)
+    run_jobs()
+    with pytest.raises(DatabaseError), transaction.atomic():
+        _insert_lines(LedgerPosting.objects.get().pk, *lines)
+    assert LedgerLine.objects.count() == 2
+
+
+def test_the_database_refuses_an_unbalanced_posting_written_around_the_book(
+    pg_driver,
+):
+    with pytest.raises(DatabaseError, match="balance"), transaction.atomic():
+        _raw_posting("raw-1", (1, "cash", "EUR", 5), (2, "revenue", "EUR", -4))
+    with pytest.raises(DatabaseError, match="whole"), transaction.atomic():
+        # Balanced, but two of its three lines: the third could come later.
+        _raw_posting(
+            "raw-2", (1, "cash", "EUR", 5), (2, "revenue", "EUR", -5), line_count=3
+        )
+    assert nothing_written()
+
+
+def test_balances_and_admin_pages_read_rows_written_around_the_book(
+    admin_client, pg_driver, payments
+):
+    """A raw posting of a currency outside the table, sums past 2**53-1: read."""
+    payments.enqueue(key="sale-1", entries=SALE)
+    run_jobs()
+    odd = _raw_posting("raw-1", (1, "cash", "ABC", 5), (2, "revenue", "ABC", -5))
+    for key in ("raw-2", "raw-3"):
+        _raw_posting(key, (1, "big", "EUR", 2**53 - 1), (2, "small", "EUR", 1 - 2**53))
+    assert payments.balance("big", "EUR").minor == 2 * (2**53 - 1)
+    assert str(-payments.balance("big", "EUR")).startswith("-")
+    assert [b.amount.currency for b in payments.balances("cash")] == ["ABC", "EUR"]
+    for page, args in [
+        ("ledgerline_changelist", []),
+        ("ledgerline_balances", []),
+        ("ledgerposting_change", [odd]),
+    ]:
+        url = reverse(f"admin:ultimate_jobs_{page}", args=args)
+        assert admin_client.get(url).status_code == 200, page
 
 
 # -- races ----------------------------------------------------------------------
@@ -420,6 +615,43 @@ def test_admin_refuses_lookups_other_than_its_filters(
     assert (
         admin_client.get(postings, {"fingerprint__startswith": "a"}).status_code == 400
     )
+
+
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        ("ledgerline_changelist", {"account": "a\x00b"}),
+        ("ledgerline_changelist", {"currency": "E\x00R"}),
+        ("ledgerline_changelist", {"q": "k\x00"}),
+        ("ledgerposting_changelist", {"tenant": "a\x00b"}),
+        ("ledgerline_balances", {"account": "a\x00b"}),
+        ("ledgerline_balances", {"tenant": "a\x00b"}),
+        ("ledgerline_balances", {"currency": "eur"}),
+    ],
+)
+def test_admin_answers_a_filter_no_row_can_hold_with_e_1(
+    admin_client, pg_driver, payments, page, query
+):
+    _two_postings(payments)
+    url = reverse(f"admin:ultimate_jobs_{page}")
+    answered = admin_client.get(url, query)
+    assert answered.status_code == 302
+    assert answered["Location"] == f"{url}?e=1"
+    assert admin_client.get(answered["Location"]).status_code == 200
+
+
+def test_admin_balances_take_account_currency_and_tenant_only(
+    admin_client, pg_driver, payments
+):
+    _two_postings(payments)
+    payments.enqueue(key="sale-3", entries=SALE, org_id="acme")
+    run_jobs()
+    url = reverse("admin:ultimate_jobs_ledgerline_balances")
+    usd = admin_client.get(url, {"currency": "USD"}).text
+    assert "5.00 USD" in usd and "10.00 EUR" not in usd
+    acme = admin_client.get(url, {"tenant": "acme", "account": "cash"}).text
+    assert "10.00 EUR" in acme and "20.00 EUR" not in acme
+    assert admin_client.get(url, {"as_of": "2026-01-01"}).status_code == 400
 
 
 def test_admin_offers_no_add_change_or_delete(admin_client, pg_driver, payments):

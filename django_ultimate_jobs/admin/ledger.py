@@ -3,7 +3,9 @@
 Nothing here writes: postings are written by ``ledger()`` jobs only, and the
 database refuses UPDATE and DELETE on both tables anyway. The lists filter
 on account, currency and posting key, and take no other lookup from the
-query string (as :class:`~.jobs.JobAdmin` does).
+query string (as :class:`~.jobs.JobAdmin` does); a value PostgreSQL cannot
+hold (a NUL, a lone surrogate) redirects to ``?e=1`` as any invalid filter
+does. The balances page takes ``account``, ``currency`` and ``tenant`` only.
 """
 
 from __future__ import annotations
@@ -11,19 +13,33 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.exceptions import DisallowedModelAdminLookup
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.views.main import ERROR_FLAG
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
-from ..ledger import model_book
+from ..errors import LedgerEntryInvalid
+from ..ledger import Money, model_book
 from ..models import LedgerLine, LedgerPosting
+from ..validation import storable
 
 __all__ = ["LedgerLineAdmin", "LedgerPostingAdmin"]
 
 # The query-string parameters the filters below produce; nothing else.
 LINE_LOOKUPS = frozenset({"account", "account__exact", "currency", "currency__exact"})
 POSTING_LOOKUPS = frozenset({"tenant", "tenant__exact"})
+BALANCE_PARAMETERS = ("account", "currency", "tenant")
+"""The balances page's query-string parameters (and ``e``, its error flag)."""
+
+
+def _storable_query(request: HttpRequest) -> bool:
+    # PostgreSQL refuses a NUL or a lone surrogate in a parameter with a
+    # DataError (a 500); no row can hold one anyway.
+    return all(storable(v) for _, values in request.GET.lists() for v in values)
 
 
 class _ReadOnly:
@@ -40,6 +56,22 @@ class _ReadOnly:
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """The table is append-only (its trigger refuses DELETE too)."""
         return False
+
+
+class _List(_ReadOnly):
+    """A read-only list whose query string holds only storable text."""
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The list, or ``?e=1`` for a value no row can hold.
+
+        Raises:
+            IncorrectLookupParameters: a parameter holds a NUL or a lone
+                surrogate; the list redirects to ``?e=1`` as the jobs list
+                does.
+        """
+        if not _storable_query(request):
+            raise IncorrectLookupParameters("a value PostgreSQL cannot hold")
+        return super().get_changelist_instance(request)  # type: ignore[misc]
 
 
 def _by_key(
@@ -66,7 +98,7 @@ class LedgerLineInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg
 
 
 @admin.register(LedgerPosting)
-class LedgerPostingAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+class LedgerPostingAdmin(_List, admin.ModelAdmin):  # type: ignore[type-arg]
     """Postings, newest first; search by exact key; lines inline."""
 
     list_display = ("key", "tenant", "ledger", "line_count", "posted_at")
@@ -89,7 +121,7 @@ class LedgerPostingAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 @admin.register(LedgerLine)
-class LedgerLineAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+class LedgerLineAdmin(_List, admin.ModelAdmin):  # type: ignore[type-arg]
     """Lines, newest first; filter by account and currency, search by key."""
 
     list_display = ("posting_key", "line", "account", "amount", "posted_at")
@@ -136,18 +168,37 @@ class LedgerLineAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
         return [balances, *super().get_urls()]
 
     def balances_view(self, request: HttpRequest) -> HttpResponse:
-        """The balance of every account per currency (``?account=`` for one)."""
-        if not self.has_view_permission(request):
-            from django.core.exceptions import PermissionDenied
+        """Balances per account and currency: ``?account=``, ``?currency=``,
+        ``?tenant=`` narrow them.
 
+        Raises:
+            DisallowedModelAdminLookup: another parameter (a 400, as the
+                lists answer an unknown lookup).
+        """
+        if not self.has_view_permission(request):
             raise PermissionDenied
-        account = request.GET.get("account") or None
+        unknown = set(request.GET) - {*BALANCE_PARAMETERS, ERROR_FLAG}
+        if unknown:
+            raise DisallowedModelAdminLookup(
+                f"the balances page takes no parameter {sorted(unknown)[0]!r}"
+            )
+        chosen = {name: request.GET.get(name) or None for name in BALANCE_PARAMETERS}
+        try:
+            if not _storable_query(request):
+                raise IncorrectLookupParameters("a value PostgreSQL cannot hold")
+            balances = model_book(self.model).balances(
+                chosen["account"], currency=chosen["currency"], tenant=chosen["tenant"]
+            )
+        except (IncorrectLookupParameters, LedgerEntryInvalid):
+            # As a list answers an invalid filter: back to the page, ?e=1.
+            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Ledger balances",
-            "account": account,
-            "balances": model_book(self.model).balances(account),
+            **chosen,
+            "invalid": ERROR_FLAG in request.GET,
+            "balances": balances,
         }
         return TemplateResponse(
             request, "admin/django_ultimate_jobs/ledger_balances.html", context
@@ -155,6 +206,5 @@ class LedgerLineAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 def _amount(line: LedgerLine) -> str:
-    from ..ledger import Money
-
-    return str(Money(line.minor, line.currency))
+    # As stored: a page shows a row written around the book, never a 500.
+    return str(Money.stored(line.minor, line.currency))

@@ -11,9 +11,10 @@ from .book import Balance, ModelBook, Written, model_book
 from .currencies import MINOR_UNITS
 from .job import LedgerHandle, ledger
 from .money import MAX_SAFE_MINOR, Money
-from .posting import Entry, Posting, assert_balanced_posting
+from .posting import MAX_ENTRIES, Entry, Posting, assert_balanced_posting
 
 __all__ = [
+    "MAX_ENTRIES",
     "MAX_SAFE_MINOR",
     "MINOR_UNITS",
     "Balance",

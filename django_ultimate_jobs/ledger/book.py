@@ -19,9 +19,10 @@ from django.db.models import Sum
 # The driver's setting of Django's connections: only explicit prepares.
 from ..drivers.postgres import _EXPLICIT_PREPARE_ONLY
 from ..drivers.sql import query
-from ..errors import JobDeclarationInvalid, LedgerPostingConflict
+from ..errors import JobDeclarationInvalid, LedgerEntryInvalid, LedgerPostingConflict
+from ..validation import MAX_KEY_BYTES
 from .money import Money
-from .posting import Posting
+from .posting import MAX_ACCOUNT_BYTES, Posting, checked_text
 
 if TYPE_CHECKING:
     from .models import LedgerLine
@@ -103,8 +104,8 @@ class ModelBook:
         and answers ``created=False``.
 
         Raises:
-            LedgerPostingConflict: the key is stored with other lines or
-                another org_id; nothing was written.
+            LedgerPostingConflict: the key is stored with other lines,
+                another org_id or by another ledger; nothing was written.
         """
         params: dict[str, Any] = {
             "ledger": ledger,
@@ -123,7 +124,14 @@ class ModelBook:
         # The key was stored by a transaction that has committed (ON
         # CONFLICT waited for it), and a stored posting never changes: this
         # read answers its fingerprint in any transaction.
-        ((posting_id, stored),) = self._rows("ledger_posting_fingerprint", params)
+        ((posting_id, stored, by),) = self._rows("ledger_posting_fingerprint", params)
+        if by != ledger:
+            # Keys belong to the book: another ledger's posting is never
+            # answered as this one's replay.
+            raise LedgerPostingConflict(
+                f"the posting key is already stored by the ledger {by!r}",
+                meta={"posting_id": posting_id, "ledger": by},
+            )
         if stored != params["fingerprint"]:
             raise LedgerPostingConflict(
                 "the posting key is already stored with other lines",
@@ -160,7 +168,13 @@ class ModelBook:
             currency: one currency (default: every currency).
             tenant: one tenant (default: every tenant).
             as_of: only lines posted at or before this aware datetime.
+
+        Raises:
+            LedgerEntryInvalid: an argument no line can match: a blank
+                account or tenant, one holding a NUL, a currency outside ISO
+                4217 (``"eur"``), an ``as_of`` that is not an aware datetime.
         """
+        _check_query(account, currency, tenant, as_of)
         lines = self.line_model._default_manager.using(self.using).all()
         if account is not None:
             lines = lines.filter(account=account)
@@ -176,7 +190,7 @@ class ModelBook:
             .order_by("account", "currency")
         )
         return [
-            Balance(row["account"], Money(int(row["total"]), row["currency"]))
+            Balance(row["account"], Money.stored(int(row["total"]), row["currency"]))
             for row in rows
         ]
 
@@ -188,9 +202,38 @@ class ModelBook:
         tenant: str | None = None,
         as_of: datetime | None = None,
     ) -> Money:
-        """One account's balance in one currency (zero when it has no lines)."""
+        """One account's balance in one currency (zero when it has no lines).
+
+        Raises:
+            LedgerEntryInvalid: as :meth:`balances`; ``account`` and
+                ``currency`` are required (``None`` is refused, not read as
+                "every account").
+        """
+        if account is None or currency is None:
+            raise LedgerEntryInvalid(
+                "balance() needs an account and a currency",
+                fix="use balances() for every account or currency",
+            )
         found = self.balances(account, currency=currency, tenant=tenant, as_of=as_of)
         return found[0].amount if found else Money(0, currency)
+
+
+def _check_query(account: Any, currency: Any, tenant: Any, as_of: Any) -> None:
+    # Refused with a code, not a DataError from the driver nor an empty
+    # answer that reads as a zero balance.
+    if account is not None:
+        checked_text(account, "the account", MAX_ACCOUNT_BYTES)
+    if tenant is not None:
+        checked_text(tenant, "the tenant", MAX_KEY_BYTES)
+    if currency is not None:
+        Money(0, currency)  # refuses a code outside ISO 4217 ("eur")
+    if as_of is not None and (
+        not isinstance(as_of, datetime) or as_of.utcoffset() is None
+    ):
+        raise LedgerEntryInvalid(
+            "as_of must be an aware datetime",
+            fix="pass e.g. django.utils.timezone.now() or a datetime with tzinfo",
+        )
 
 
 def model_book(line_model: type[LedgerLine]) -> ModelBook:

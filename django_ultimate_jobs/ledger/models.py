@@ -11,6 +11,10 @@ import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
+# 2**53-1, as ledger.money.MAX_SAFE_MINOR (not imported: this module stays
+# free of the ledger API, and a migration copies the number anyway).
+_MAX_SAFE_MINOR = 9007199254740991
+
 __all__ = ["LedgerLine", "LedgerPosting"]
 
 
@@ -21,6 +25,32 @@ def _append_only(table: str) -> pgtrigger.Protect:
         name=f"uj_{table}_append_only",
         operation=pgtrigger.Update | pgtrigger.Delete,
     )
+
+
+# After each statement that inserts lines, the lines it inserted for each
+# posting must be that posting's lines 1..line_count, summing to zero per
+# currency. The book writes a posting's lines in the statement that writes
+# the posting, so this holds for it; with the unique (posting, line) index it
+# also means raw SQL cannot add a line to a stored posting (its numbers are
+# taken) nor store an unbalanced one. It reads the statement's own rows and
+# each posting's row by key, never the lines table.
+_WHOLE_POSTINGS = """
+IF EXISTS (
+    SELECT 1
+      FROM new_lines AS l
+      JOIN ultimate_jobs_ledger_posting AS p ON p.id = l.posting_id
+     GROUP BY p.id
+    HAVING count(*) <> min(p.line_count)
+        OR min(l.line) <> 1
+        OR max(l.line) <> min(p.line_count)
+) OR EXISTS (
+    SELECT 1 FROM new_lines GROUP BY posting_id, currency HAVING sum(minor) <> 0
+) THEN
+    RAISE EXCEPTION 'ledger: a posting''s lines are written whole, in one statement, and balance in each currency'
+        USING ERRCODE = 'check_violation';
+END IF;
+RETURN NULL;
+"""
 
 
 class LedgerPosting(models.Model):
@@ -74,7 +104,19 @@ class LedgerLine(models.Model):
     class Meta:
         db_table = "ultimate_jobs_ledger_line"
         constraints = [
-            models.UniqueConstraint("posting", "line", name="uj_ledger_line_uniq")
+            models.UniqueConstraint("posting", "line", name="uj_ledger_line_uniq"),
+            # What the job checks, held by the database too: raw SQL cannot
+            # store a line the book would refuse to write.
+            models.CheckConstraint(
+                condition=models.Q(currency__regex=r"^[A-Z]{3}$"),
+                name="uj_ledger_line_currency",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(
+                    minor__gte=-_MAX_SAFE_MINOR, minor__lte=_MAX_SAFE_MINOR
+                ),
+                name="uj_ledger_line_minor_safe",
+            ),
         ]
         indexes = [
             # Balances: one account's lines, per currency, up to a time.
@@ -82,7 +124,17 @@ class LedgerLine(models.Model):
                 "account", "currency", "posted_at", name="uj_ledger_line_account_idx"
             )
         ]
-        triggers = [_append_only("ledger_line")]
+        triggers = [
+            _append_only("ledger_line"),
+            pgtrigger.Trigger(
+                name="uj_ledger_line_whole_postings",
+                level=pgtrigger.Statement,
+                when=pgtrigger.After,
+                operation=pgtrigger.Insert,
+                referencing=pgtrigger.Referencing(new="new_lines"),
+                func=_WHOLE_POSTINGS,
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.account} {self.minor} {self.currency}"

@@ -13,15 +13,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LedgerEntryInvalid, LedgerUnbalanced
-from ..validation import text_problem
-from .money import MAX_SAFE_MINOR, Money
+from ..validation import MAX_KEY_BYTES, text_problem
+from .money import Money
 
-__all__ = ["MAX_POSTING_KEY_BYTES", "Entry", "Posting", "assert_balanced_posting"]
+__all__ = [
+    "MAX_ENTRIES",
+    "MAX_POSTING_KEY_BYTES",
+    "Entry",
+    "Posting",
+    "assert_balanced_posting",
+]
 
 MAX_POSTING_KEY_BYTES = 255
 """A posting key's limit: it and a fingerprint form the job's idempotency key."""
 MAX_ACCOUNT_BYTES = 255
 MIN_ENTRIES = 2
+MAX_ENTRIES = 1000
+"""The most entries a posting may have: one statement writes them all, and a
+line's number is a smallint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +81,9 @@ def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
     Money or {"minor": int, "currency": str}}, ...], "org_id": optional}``.
 
     Raises:
-        LedgerEntryInvalid: a blank key or account, fewer than two entries,
+        LedgerEntryInvalid: an org_id that is not a non-empty string or int
+            of at most 512 bytes (the default tenant), a blank key or account, fewer than two entries
+            or more than :data:`MAX_ENTRIES`,
             an amount that is a float or beyond 2**53-1 minor units, an
             unknown currency, or a scale other than the currency's.
         LedgerUnbalanced: some currency's entries do not sum to zero (each
@@ -82,21 +93,34 @@ def assert_balanced_posting(posting: Mapping[str, Any] | Posting) -> Posting:
         posting = posting.to_json()
     if not isinstance(posting, Mapping):
         raise LedgerEntryInvalid("a posting must be a mapping with key and entries")
-    key = _text(posting.get("key"), "the posting key", MAX_POSTING_KEY_BYTES)
-    org_id = posting.get("org_id")
-    if org_id is not None and (
-        isinstance(org_id, bool) or not isinstance(org_id, str | int)
-    ):
-        raise LedgerEntryInvalid("org_id must be a string, an int or None")
+    key = checked_text(posting.get("key"), "the posting key", MAX_POSTING_KEY_BYTES)
+    org_id = _org_id(posting.get("org_id"))
     raw = posting.get("entries")
-    if not isinstance(raw, list | tuple) or len(raw) < MIN_ENTRIES:
+    if not isinstance(raw, list | tuple) or not MIN_ENTRIES <= len(raw) <= MAX_ENTRIES:
         raise LedgerEntryInvalid(
-            f"a posting needs at least {MIN_ENTRIES} entries",
+            f"a posting needs from {MIN_ENTRIES} to {MAX_ENTRIES} entries",
+            fix=f"split a posting of more than {MAX_ENTRIES} entries into several",
             meta={"entries": len(raw) if isinstance(raw, list | tuple) else None},
         )
     entries = tuple(_entry(index, item) for index, item in enumerate(raw))
     _check_balanced(entries)
     return Posting(key=key, entries=entries, org_id=org_id)
+
+
+def _org_id(org_id: Any) -> str | int | None:
+    # The default tenant is str(org_id), checked as enqueue checks a tenant:
+    # refused here in org_id's own words, so assert and enqueue agree.
+    if org_id is None:
+        return None
+    if isinstance(org_id, bool) or not isinstance(org_id, str | int):
+        raise LedgerEntryInvalid("org_id must be a string, an int or None")
+    problem = text_problem(str(org_id), max_bytes=MAX_KEY_BYTES)
+    if problem is not None:
+        raise LedgerEntryInvalid(
+            f"org_id {problem}",
+            fix=f"pass a non-empty org_id of at most {MAX_KEY_BYTES} UTF-8 bytes",
+        )
+    return org_id
 
 
 def _entry(index: int, item: Any) -> Entry:
@@ -105,27 +129,33 @@ def _entry(index: int, item: Any) -> Entry:
             f'entry {index} must be {{"account": ..., "amount": ...}}',
             meta={"entry": index},
         )
-    account = _text(item["account"], f"entry {index}'s account", MAX_ACCOUNT_BYTES)
+    account = checked_text(
+        item["account"], f"entry {index}'s account", MAX_ACCOUNT_BYTES, entry=index
+    )
     try:
         amount = Money.from_json(item["amount"])
     except LedgerEntryInvalid as error:
         raise LedgerEntryInvalid(
             f"entry {index}: {error.cause}", meta={**error.meta, "entry": index}
         ) from None
-    if abs(amount.minor) > MAX_SAFE_MINOR:
-        raise LedgerEntryInvalid(
-            f"entry {index}'s amount is beyond 2**53-1 minor units",
-            meta={"entry": index},
-        )
     return Entry(account=account, amount=amount)
 
 
-def _text(value: Any, what: str, max_bytes: int) -> str:
+def checked_text(
+    value: Any, what: str, max_bytes: int, entry: int | None = None
+) -> str:
+    """``value`` if PostgreSQL can store it as a non-blank name or key.
+
+    Raises:
+        LedgerEntryInvalid: it cannot; ``meta["entry"]`` names the entry
+            when the text is an entry's.
+    """
     problem = text_problem(value, max_bytes=max_bytes)
     if problem is None and isinstance(value, str) and not value.strip():
         problem = "is blank"
     if problem is not None:
-        raise LedgerEntryInvalid(f"{what} {problem}")
+        meta = {} if entry is None else {"entry": entry}
+        raise LedgerEntryInvalid(f"{what} {problem}", meta=meta)
     assert isinstance(value, str)
     return value
 

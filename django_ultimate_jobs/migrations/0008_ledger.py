@@ -1,4 +1,6 @@
-"""The ledger: append-only postings and lines (Protect triggers refuse UPDATE and DELETE)."""
+"""The ledger: append-only postings and lines (Protect triggers refuse UPDATE and
+DELETE; CHECK constraints hold each line's currency and amount;
+a statement trigger keeps each posting whole and balanced)."""
 
 import django.db.models.deletion
 import django.db.models.functions.datetime
@@ -94,6 +96,22 @@ class Migration(migrations.Migration):
                 models.F("posting"), models.F("line"), name="uj_ledger_line_uniq"
             ),
         ),
+        migrations.AddConstraint(
+            model_name="ledgerline",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("currency__regex", "^[A-Z]{3}$")),
+                name="uj_ledger_line_currency",
+            ),
+        ),
+        migrations.AddConstraint(
+            model_name="ledgerline",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("minor__gte", -9007199254740991), ("minor__lte", 9007199254740991)
+                ),
+                name="uj_ledger_line_minor_safe",
+            ),
+        ),
         pgtrigger.migrations.AddTrigger(
             model_name="ledgerline",
             trigger=pgtrigger.compiler.Trigger(
@@ -105,6 +123,22 @@ class Migration(migrations.Migration):
                     pgid="pgtrigger_uj_ledger_line_append_only_39cd6",
                     table="ultimate_jobs_ledger_line",
                     when="BEFORE",
+                ),
+            ),
+        ),
+        pgtrigger.migrations.AddTrigger(
+            model_name="ledgerline",
+            trigger=pgtrigger.compiler.Trigger(
+                name="uj_ledger_line_whole_postings",
+                sql=pgtrigger.compiler.UpsertTriggerSql(
+                    func="\nIF EXISTS (\n    SELECT 1\n      FROM new_lines AS l\n      JOIN ultimate_jobs_ledger_posting AS p ON p.id = l.posting_id\n     GROUP BY p.id\n    HAVING count(*) <> min(p.line_count)\n        OR min(l.line) <> 1\n        OR max(l.line) <> min(p.line_count)\n) OR EXISTS (\n    SELECT 1 FROM new_lines GROUP BY posting_id, currency HAVING sum(minor) <> 0\n) THEN\n    RAISE EXCEPTION 'ledger: a posting''s lines are written whole, in one statement, and balance in each currency'\n        USING ERRCODE = 'check_violation';\nEND IF;\nRETURN NULL;\n",
+                    hash="1d2d4582052955592ebf00d096e9252041055cd2",
+                    level="STATEMENT",
+                    operation="INSERT",
+                    pgid="pgtrigger_uj_ledger_line_whole_postings_c8836",
+                    referencing="REFERENCING NEW TABLE AS new_lines ",
+                    table="ultimate_jobs_ledger_line",
+                    when="AFTER",
                 ),
             ),
         ),

@@ -25,5 +25,6 @@ RETURNING posting_id;
 
 -- name: ledger_posting_fingerprint
 -- The stored posting of a key, read in the writer's transaction right after
--- its insert did nothing (READ COMMITTED: the holder has committed).
-SELECT id, fingerprint FROM {postings} WHERE tenant = %(tenant)s AND key = %(key)s;
+-- its insert did nothing (READ COMMITTED: the holder has committed), with
+-- the ledger that wrote it: a replay from another ledger is a conflict.
+SELECT id, fingerprint, ledger FROM {postings} WHERE tenant = %(tenant)s AND key = %(key)s;
