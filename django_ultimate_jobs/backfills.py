@@ -382,23 +382,49 @@ def enqueue_backfill(
         BackfillPaused: it is paused and ``force`` is not set.
         BackfillRequiresPending: a requirement is not done.
     """
+    from .models import Backfill
+
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
-    state = state_of(name)
-    if state == "done" and not force:
-        raise BackfillApplied(
-            f"backfill {name!r} is done already",
-            fix=f"python manage.py jobs_backfill {name} --write --force",
-            meta={"backfill": name},
-        )
-    if state == "paused" and not force:
-        raise BackfillPaused(f"backfill {name!r} is paused", meta={"backfill": name})
-    if unmet and check_requirements:
-        raise BackfillRequiresPending(
-            f"backfill {name!r} requires {', '.join(unmet)}, not done yet",
-            meta={"backfill": name, "unmet": unmet},
-        )
-    return spec.job.enqueue(force=force)
+    with transaction.atomic():
+        row, _ = Backfill.objects.select_for_update().get_or_create(name=name)
+        if row.state == Backfill.State.DONE and not force:
+            raise BackfillApplied(
+                f"backfill {name!r} is done already",
+                fix=f"python manage.py jobs_backfill {name} --write --force",
+                meta={"backfill": name},
+            )
+        if row.state == Backfill.State.PAUSED and not force:
+            raise BackfillPaused(
+                f"backfill {name!r} is paused", meta={"backfill": name}
+            )
+        if unmet and check_requirements:
+            raise BackfillRequiresPending(
+                f"backfill {name!r} requires {', '.join(unmet)}, not done yet",
+                meta={"backfill": name, "unmet": unmet},
+            )
+        enqueued = spec.job.enqueue(force=force)
+        if not enqueued.deduped:
+            _mark_queued(row, enqueued.run_id, reset=force)
+    return enqueued
+
+
+def _mark_queued(row: Any, run_id: UUID, *, reset: bool) -> None:
+    """Make the row the queued pass's (in the enqueue's transaction).
+
+    Whoever follows the row then sees this pass's outcome, never the
+    previous pass's ``done`` or ``failed``.
+    """
+    from .models import Backfill
+
+    if reset:
+        row.cursor, row.rows_done, row.pages_done, row.total = None, 0, 0, None
+        row.started_at = row.finished_at = None
+    row.state = Backfill.State.PENDING
+    row.run_id = run_id
+    row.error = ""
+    row.updated_at = Now()
+    row.save()
 
 
 def pause_backfill(name: str) -> None:
@@ -433,17 +459,26 @@ def resume_backfill(name: str) -> Enqueued:
 
     spec = get_backfill(name)
     with transaction.atomic():
-        changed = Backfill.objects.filter(
-            name=name, state=Backfill.State.PAUSED
-        ).update(state=Backfill.State.PENDING, updated_at=Now())
-        if not changed:
+        row = (
+            Backfill.objects.select_for_update()
+            .filter(name=name, state=Backfill.State.PAUSED)
+            .first()
+        )
+        if row is None:
             raise BackfillStateInvalid(
                 f"backfill {name!r} is not paused: there is nothing to resume",
                 meta={"backfill": name},
             )
         # In the same transaction: a resume that could not enqueue leaves
         # the backfill paused, not pending with no pass coming.
-        return spec.job.enqueue(force=False)
+        enqueued = spec.job.enqueue(force=False)
+        if enqueued.deduped:
+            # The paused pass is still live: it goes on by itself.
+            row.state, row.updated_at = Backfill.State.PENDING, Now()
+            row.save(update_fields=["state", "updated_at"])
+        else:
+            _mark_queued(row, enqueued.run_id, reset=False)
+        return enqueued
 
 
 # -- the pass -------------------------------------------------------------------

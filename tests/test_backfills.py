@@ -365,17 +365,43 @@ def test_write_follows_the_pass_with_plain_lines_off_a_terminal(declare, pg_driv
     _items(15)
     enqueue_backfill(name)
     _drain(pg_driver)
-    out = _command(name, "--write", "--force", "--no-follow")
-    assert "t.bf.follow: pass queued as job" in out
+    enqueued = enqueue_backfill(name, force=True)
     _drain(pg_driver)
     from django_ultimate_jobs.management.commands.jobs_backfill import Command
 
     command = Command(stdout=StringIO())
-    command._follow(name)
+    command._follow(name, enqueued)
     text = command.stdout._out.getvalue()
     assert "\r" not in text
     assert "t.bf.follow: 15/15 rows" in text
     assert text.rstrip().endswith("t.bf.follow: done, 15 rows in 2 pages")
+
+
+@pytest.mark.parametrize("before", ["done", "failed"])
+def test_write_follows_only_the_pass_it_queued_never_the_last_outcome(
+    declare, pg_driver, before
+):
+    """A pass queued again makes the row its own at once: the follower never
+    reports the previous pass's ``done`` (exit 0) or failure (exit 1)."""
+    from django_ultimate_jobs import operator
+    from django_ultimate_jobs.management.commands.jobs_backfill import Command
+
+    name = declare(f"t.bf.refollow-{before}")
+    _items(5)
+    enqueue_backfill(name)
+    _drain(pg_driver)
+    if before == "failed":
+        Backfill.objects.filter(name=name).update(state="failed", error="X_OLD")
+
+    enqueued = enqueue_backfill(name, force=before == "done")
+    row = Backfill.objects.get(name=name)
+    assert (row.state, row.run_id, row.error) == ("pending", enqueued.run_id, "")
+
+    operator.cancel(enqueued.id)  # the new pass never runs
+    command = Command(stdout=StringIO())
+    with pytest.raises(CommandError, match="ended cancelled without finishing"):
+        command._follow(name, enqueued)
+    assert "done, 5 rows" not in command.stdout._out.getvalue()
 
 
 def test_one_of_name_list_pending_all_is_required():

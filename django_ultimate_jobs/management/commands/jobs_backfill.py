@@ -23,6 +23,7 @@ from ...backfills import (
     registered_backfills,
     requirement_order,
 )
+from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
 from ...states import LIVE_STATES
 
@@ -139,13 +140,13 @@ class Command(BaseCommand):
         started = self._enqueue_all(chosen, force, together=names is None)
         if options["no_follow"]:
             return
-        for name in started:
-            self._follow(name)
+        for name, enqueued in started:
+            self._follow(name, enqueued)
 
     def _enqueue_all(
         self, chosen: list[str], force: bool, *, together: bool
-    ) -> list[str]:
-        started: list[str] = []
+    ) -> list[tuple[str, Enqueued]]:
+        started: list[tuple[str, Enqueued]] = []
         failures: list[str] = []
         for name in chosen:
             try:
@@ -153,7 +154,8 @@ class Command(BaseCommand):
                     # The earlier ones are queued: their passes run first,
                     # and this pass waits for them. One outside the run is
                     # not coming, so it is refused.
-                    missing = [u for u in plan_backfill(name).unmet if u not in started]
+                    queued = {n for n, _ in started}
+                    missing = [u for u in plan_backfill(name).unmet if u not in queued]
                     if missing:
                         raise BackfillRequiresPending(
                             f"backfill {name!r} requires {', '.join(missing)}, "
@@ -171,24 +173,31 @@ class Command(BaseCommand):
                 continue
             note = " (already queued)" if enqueued.deduped else ""
             self.stdout.write(f"{name}: pass queued as job {enqueued.id}{note}")
-            started.append(name)
+            started.append((name, enqueued))
         if failures and not started:
             raise CommandError(f"{len(failures)} backfill(s) refused")
         return started
 
-    def _follow(self, name: str) -> None:
+    def _follow(self, name: str, enqueued: Enqueued) -> None:
+        """Follow the pass ``enqueued`` started until it ends; only its outcome counts.
+
+        The row is read only while it is this pass's (its ``run_id``): the
+        outcome of an earlier pass is never reported as this one's.
+        """
         from ...models import Backfill, Job
 
         progress = Progress(self.stdout, name)
         while True:
-            row = Backfill.objects.filter(name=name).first()
+            # The job first: a row read after the job has ended is final.
+            job_state = (
+                Job.objects.filter(id=enqueued.id)
+                .values_list("state", flat=True)
+                .first()
+            )
+            live = job_state in LIVE_STATES
+            row = Backfill.objects.filter(name=name, run_id=enqueued.run_id).first()
             if row is not None:
                 progress.show(row)
-                live = row.run_id is not None and (
-                    Job.objects.filter(
-                        run_id=row.run_id, state__in=LIVE_STATES
-                    ).exists()
-                )
                 if row.state in ("done", "paused") or (
                     row.state == "failed" and not live
                 ):
@@ -196,6 +205,14 @@ class Command(BaseCommand):
                     if row.state == "failed":
                         raise CommandError(f"backfill {name!r} failed: {row.error}")
                     return
+            if not live:
+                # Cancelled or removed before it ended, or its row was
+                # taken by another pass: say so rather than guess.
+                raise CommandError(
+                    f"backfill {name!r}: its pass (job {enqueued.id}) ended "
+                    f"{job_state or 'removed'} without finishing "
+                    f"(python manage.py jobs_backfill --list)"
+                )
             time.sleep(POLL_S)  # the poll interval of following a pass
 
 
