@@ -109,6 +109,7 @@ class BackfillSpec:
             raise BackfillSourceInvalid(
                 f"count() of backfill {self.name!r} answered {value!r}, "
                 "not a whole number >= 0",
+                fix="make count= answer how many rows the pass visits",
                 meta={"backfill": self.name},
             )
         return value
@@ -297,6 +298,14 @@ def requirement_order(names: Iterable[str]) -> list[str]:
             )
         visiting.append(name)
         for requirement in get_backfill(name).requires:
+            if requirement not in _backfills:
+                raise BackfillUnknown(
+                    f"backfill {name!r} requires {requirement!r}, "
+                    "which no backfill declares",
+                    fix=f"declare {requirement!r} or remove it from the "
+                    f"requires= of {name!r}",
+                    meta={"backfill": name, "requirement": requirement},
+                )
             visit(requirement)
         visiting.pop()
         order.append(name)
@@ -346,7 +355,18 @@ def plan_backfill(name: str) -> BackfillPlan:
     """
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
-    rows = spec.total()
+    try:
+        rows = spec.total()
+    except JobsError:
+        raise
+    except Exception as error:
+        # The dry run names the culprit rather than print a traceback.
+        raise BackfillSourceInvalid(
+            f"counting the rows of backfill {name!r} raised "
+            f"{type(error).__name__}: {error}",
+            fix="make count= (or the source's count()) answer a whole number",
+            meta={"backfill": name},
+        ) from error
     pages = math.ceil(rows / spec.batch)
     return BackfillPlan(
         name=name,

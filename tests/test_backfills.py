@@ -297,6 +297,43 @@ def test_all_runs_every_pending_backfill_requirements_first(declare, pg_driver, 
     assert Job.objects.get(name=BACKFILL_JOB_PREFIX + last).attempt == 1
 
 
+def _command_both(*args: str) -> tuple[str, str, CommandError | None]:
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("jobs_backfill", *args, stdout=out, stderr=err)
+    except CommandError as error:
+        return out.getvalue(), err.getvalue(), error
+    return out.getvalue(), err.getvalue(), None
+
+
+def test_all_refuses_a_bad_backfill_alone_and_goes_on_with_the_rest(declare):
+    """A cycle, an unknown requirement or a bad count() is printed with its
+    code; the others are dry-run or queued; the exit is non-zero."""
+    good = declare("t.bf.all-good")
+    declare("t.bf.all-c1", requires=["t.bf.all-c2"])
+    declare("t.bf.all-c2", requires=["t.bf.all-c1"])
+    declare("t.bf.all-orphan", requires=["t.bf.all-nope"])
+    declare("t.bf.all-count", count=lambda: -1)
+    _items(3)
+
+    # The dry run counts (a bad count() is refused); --write does not.
+    for args, refusals in ((("--all",), 4), (("--all", "--write", "--no-follow"), 3)):
+        out, err, refused = _command_both(*args)
+        assert refused is not None
+        assert f"{refusals} backfill(s) refused" in str(refused)
+        assert "t.bf.all-c1: X_BACKFILL_REQUIRES_CYCLE" in err
+        assert "t.bf.all-c2: X_BACKFILL_REQUIRES_CYCLE" in err
+        assert (
+            "t.bf.all-orphan: X_BACKFILL_UNKNOWN: backfill 't.bf.all-orphan' "
+            "requires 't.bf.all-nope', which no backfill declares"
+        ) in err
+        if refusals == 4:
+            assert "t.bf.all-count: X_BACKFILL_SOURCE_INVALID" in err
+            assert "t.bf.all-good (pending): would handle 3 rows" in out
+    assert Job.objects.filter(name=BACKFILL_JOB_PREFIX + good).exists()
+    assert "t.bf.all-good: pass queued as job" in out
+
+
 def test_a_cycle_in_requires_is_refused_with_its_path(declare):
     declare("t.bf.c1", requires=["t.bf.c2"])
     declare("t.bf.c2", requires=["t.bf.c1"])

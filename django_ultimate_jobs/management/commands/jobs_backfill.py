@@ -22,6 +22,8 @@ from ...backfills import (
     plan_backfill,
     registered_backfills,
     requirement_order,
+    state_of,
+    unmet_requirements,
 )
 from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
@@ -122,32 +124,57 @@ class Command(BaseCommand):
 
     def _run(self, names: list[str] | None, options: dict[str, Any]) -> None:
         write, force = options["write"], options["force"]
+        refused: list[str] = []
         if names is None:
-            order = requirement_order(s.name for s in registered_backfills())
-            chosen = [n for n in order if force or plan_backfill(n).state != "done"]
+            # --all: one bad backfill is refused and printed, the rest go on.
+            order = self._all_in_order(refused)
+            chosen = [n for n in order if force or state_of(n) != "done"]
         else:
             get_backfill(names[0])
             requirement_order(names)  # a cycle or an unknown requires= refuses now
             chosen = names
-        if not chosen:
+        if not chosen and not refused:
             self.stdout.write("nothing to run: every backfill is done")
             return
         if not write:
             for name in chosen:
-                self.stdout.write(_dry_run(name))
+                try:
+                    self.stdout.write(_dry_run(name))
+                except JobsError as error:
+                    if names is not None:
+                        raise
+                    self._refuse(name, error, refused)
             self.stdout.write("dry run: pass --write to run it")
-            return
-        started = self._enqueue_all(chosen, force, together=names is None)
-        if options["no_follow"]:
-            return
-        for name, enqueued in started:
-            self._follow(name, enqueued)
+        else:
+            started = self._enqueue_all(chosen, force, refused, together=not names)
+            if not options["no_follow"]:
+                self._follow_all(started, refused, together=not names)
+        if refused:
+            raise CommandError(
+                f"{len(refused)} backfill(s) refused or failed: {', '.join(refused)}"
+            )
+
+    def _all_in_order(self, refused: list[str]) -> list[str]:
+        """Every declared backfill, requirements first; one whose requirements
+        cannot be ordered (a cycle, an unknown name) is refused alone."""
+        order: list[str] = []
+        for spec in registered_backfills():
+            try:
+                path = requirement_order([spec.name])
+            except JobsError as error:
+                self._refuse(spec.name, error, refused)
+                continue
+            order.extend(name for name in path if name not in order)
+        return order
+
+    def _refuse(self, name: str, error: JobsError, refused: list[str]) -> None:
+        refused.append(name)
+        self.stderr.write(f"{name}: {error.render()}")
 
     def _enqueue_all(
-        self, chosen: list[str], force: bool, *, together: bool
+        self, chosen: list[str], force: bool, refused: list[str], *, together: bool
     ) -> list[tuple[str, Enqueued]]:
         started: list[tuple[str, Enqueued]] = []
-        failures: list[str] = []
         for name in chosen:
             try:
                 if together:
@@ -155,7 +182,8 @@ class Command(BaseCommand):
                     # and this pass waits for them. One outside the run is
                     # not coming, so it is refused.
                     queued = {n for n, _ in started}
-                    missing = [u for u in plan_backfill(name).unmet if u not in queued]
+                    unmet = unmet_requirements(get_backfill(name))
+                    missing = [u for u in unmet if u not in queued]
                     if missing:
                         raise BackfillRequiresPending(
                             f"backfill {name!r} requires {', '.join(missing)}, "
@@ -168,15 +196,24 @@ class Command(BaseCommand):
             except JobsError as error:
                 if not together:
                     raise
-                failures.append(error.render())
-                self.stderr.write(f"{name}: {error.render()}")
+                self._refuse(name, error, refused)
                 continue
             note = " (already queued)" if enqueued.deduped else ""
             self.stdout.write(f"{name}: pass queued as job {enqueued.id}{note}")
             started.append((name, enqueued))
-        if failures and not started:
-            raise CommandError(f"{len(failures)} backfill(s) refused")
         return started
+
+    def _follow_all(
+        self, started: list[tuple[str, Enqueued]], refused: list[str], *, together: bool
+    ) -> None:
+        for name, enqueued in started:
+            try:
+                self._follow(name, enqueued)
+            except CommandError as error:
+                if not together:
+                    raise
+                refused.append(name)
+                self.stderr.write(str(error))
 
     def _follow(self, name: str, enqueued: Enqueued) -> None:
         """Follow the pass ``enqueued`` started until it ends; only its outcome counts.
