@@ -464,13 +464,19 @@ def backfill_viewer(db):
 
 
 def _act(client, action: str, name: str):
+    """Post the action, check its confirmation page acted on nothing, confirm."""
     from django.urls import reverse
 
-    return client.post(
-        reverse(ADMIN_LIST),
-        {"action": action, "_selected_action": [name]},
-        follow=True,
+    form = {"action": action, "_selected_action": [name]}
+    before = Backfill.objects.filter(name=name).values_list("state", flat=True).first()
+    asked = client.post(reverse(ADMIN_LIST), form)
+    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert name in asked.text
+    assert (
+        Backfill.objects.filter(name=name).values_list("state", flat=True).first()
+        == before
     )
+    return client.post(reverse(ADMIN_LIST), {**form, "confirmed": "yes"}, follow=True)
 
 
 def test_the_admin_lists_progress_and_pauses_and_resumes(
@@ -514,7 +520,12 @@ def test_the_admin_verbs_need_the_change_permission_and_csrf(
 
     client.force_login(backfill_viewer)
     assert client.get(reverse(ADMIN_LIST)).status_code == 200
-    _act(client, "pause_selected", name)
+    for confirmed in ({}, {"confirmed": "yes"}):
+        forged = client.post(
+            reverse(ADMIN_LIST),
+            {"action": "pause_selected", "_selected_action": [name], **confirmed},
+        )
+        assert forged.status_code == 403
     assert Backfill.objects.get(name=name).state == "running"
 
     strict = Client(enforce_csrf_checks=True)
@@ -561,3 +572,40 @@ def test_on_a_terminal_the_progress_is_a_bar_with_rate_and_eta():
     last = screen.getvalue().split("\r")[-1]
     assert last.startswith("emails [###############               ] 500/1,000 rows")
     assert ", 250 rows/s" in last and "ETA 2s" in last
+
+
+def test_the_admin_change_page_is_read_only_even_for_a_superuser(declare, admin_client):
+    from django.contrib.admin.models import LogEntry
+    from django.urls import reverse
+
+    Backfill.objects.create(name="t.bf.ro", state="failed", error="X_OLD")
+    page = reverse("admin:ultimate_jobs_backfill_change", args=["t.bf.ro"])
+    assert admin_client.get(page).status_code == 200
+    posted = admin_client.post(page, {"state": "done", "error": ""})
+    assert posted.status_code == 403
+    assert Backfill.objects.get(name="t.bf.ro").state == "failed"
+    assert not LogEntry.objects.filter(object_id="t.bf.ro").exists()
+
+
+def test_the_admin_answers_input_no_row_can_hold_as_the_jobs_list_does(
+    declare, admin_client
+):
+    from django.urls import reverse
+
+    Backfill.objects.create(name="t.bf.nul", state="running")
+    for bad in ("a\x00b", "bogus"):
+        answer = admin_client.get(reverse(ADMIN_LIST), {"state__exact": bad})
+        assert answer.status_code == 302 and answer.url.endswith("?e=1")
+    page = reverse("admin:ultimate_jobs_backfill_change", args=["x\x00y"])
+    assert admin_client.get(page).status_code == 404
+    answer = admin_client.post(
+        reverse(ADMIN_LIST),
+        {
+            "action": "pause_selected",
+            "_selected_action": ["x\x00y"],
+            "confirmed": "yes",
+        },
+        follow=True,
+    )
+    assert answer.status_code == 200 and "X_BACKFILL_UNKNOWN" in answer.text
+    assert Backfill.objects.get(name="t.bf.nul").state == "running"
