@@ -47,6 +47,8 @@ from .errors import (
 from .jobs import job
 from .maintenance.builtin import housekeeping_queue
 from .retry import Retry
+from .validation import MAX_NAME_LENGTH as job_name_limit
+from .validation import name_problem
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -74,6 +76,12 @@ DEFAULT_BATCH = 1000
 DEFAULT_RATE = 5.0
 DEFAULT_RETRY = Retry(attempts=10)
 """More attempts than a plain job: a long pass outlives a deploy or two."""
+MIN_RATE = 1 / 86400
+"""The slowest pace: one page a day (slower would overflow a sleep)."""
+MAX_RATE = 1000.0
+"""The fastest pace: a page a millisecond (a backfill is never unpaced)."""
+MAX_NAME_LENGTH = job_name_limit - len(BACKFILL_JOB_PREFIX)
+"""The longest backfill name: its job name adds the prefix (177 characters)."""
 DURABLE_PACE_S = 30.0
 """Waits at least this long between pages are durable sleeps (slot freed)."""
 REQUIRES_POLL_S = 5.0
@@ -212,8 +220,11 @@ def _check_declaration(
     count: Any,
 ) -> tuple[str, ...]:
     problems = []
-    if not isinstance(name, str) or not name or name != name.strip():
-        problems.append("name must be a non-empty string without surrounding spaces")
+    name_wrong = name_problem(name)
+    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
+        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
+    if name_wrong is not None:
+        problems.append(f"name {name_wrong}")
     for option, value in (("source", source), ("handle", handle)):
         if not callable(value):
             problems.append(f"{option} must be a callable")
@@ -225,9 +236,12 @@ def _check_declaration(
         isinstance(rate, bool)
         or not isinstance(rate, int | float)
         or not math.isfinite(rate)
-        or rate <= 0
+        or not MIN_RATE <= rate <= MAX_RATE
     ):
-        problems.append(f"rate must be a finite number of pages/s > 0, got {rate!r}")
+        problems.append(
+            f"rate must be a number of pages/s from {MIN_RATE:.3g} (one a day) "
+            f"to {MAX_RATE:g}, got {rate!r}"
+        )
     requirements: tuple[str, ...] = ()
     if isinstance(requires, str) or not isinstance(requires, Iterable):
         problems.append("requires must be a list of backfill names")
@@ -238,9 +252,11 @@ def _check_declaration(
         elif name in requirements:
             problems.append("a backfill cannot require itself")
     if problems:
+        # A name refused for its length is shown shortened.
+        shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
         raise BackfillDeclarationInvalid(
-            f"backfill {name!r} is invalid: " + "; ".join(problems),
-            meta={"backfill": str(name), "problems": problems},
+            f"backfill {shown!r} is invalid: " + "; ".join(problems),
+            meta={"backfill": str(shown), "problems": problems},
         )
     return requirements
 

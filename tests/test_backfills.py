@@ -180,8 +180,13 @@ def test_a_source_that_is_no_queryset_fails_the_pass_with_a_code(pg_driver):
     "options, problem",
     [
         ({"batch": 0}, "batch must be a whole number >= 1"),
-        ({"rate": float("inf")}, "rate must be a finite number"),
-        ({"rate": 0}, "rate must be a finite number"),
+        ({"rate": float("inf")}, "rate must be a number of pages/s from"),
+        ({"rate": 0}, "rate must be a number of pages/s from"),
+        ({"rate": 1e-300}, r"from 1.16e-05 \(one a day\) to 1000"),
+        ({"rate": 1e6}, "rate must be a number of pages/s from"),
+        ({"name": "t.bf.a\x00b"}, "name holds a NUL character"),
+        ({"name": "t" * 178}, "name must be at most 177 characters, not 178"),
+        ({"name": " t.bf.padded"}, "name must be written without surrounding spaces"),
         ({"requires": "other"}, "requires must be a list"),
         ({"requires": ["t.bf.self"]}, "cannot require itself"),
         ({"handle": None}, "handle must be a callable"),
@@ -609,3 +614,12 @@ def test_the_admin_answers_input_no_row_can_hold_as_the_jobs_list_does(
     )
     assert answer.status_code == 200 and "X_BACKFILL_UNKNOWN" in answer.text
     assert Backfill.objects.get(name="t.bf.nul").state == "running"
+
+
+def test_a_name_declared_by_another_handle_is_refused_as_a_duplicate(declare):
+    from django_ultimate_jobs.errors import JobDuplicate
+
+    name = declare("t.bf.dup")
+    with pytest.raises(JobDuplicate, match="two backfills are declared"):
+        backfill(name=name, source=lambda: None, handle=lambda rows: None)
+    declare("t.bf.dup")  # the same declaration again (a module reloaded) is fine
