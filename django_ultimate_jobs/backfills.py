@@ -28,8 +28,18 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    IntegerField,
+    QuerySet,
+    TextField,
+    UUIDField,
+    Value,
+    When,
+)
 from django.db.models.functions import Now
+from django.db.models.query import ModelIterable
 
 from .errors import (
     BackfillApplied,
@@ -371,6 +381,7 @@ def plan_backfill(name: str) -> BackfillPlan:
     """
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
+    _queryset(spec)  # what --write would refuse, the dry run refuses
     try:
         rows = spec.total()
     except JobsError:
@@ -684,6 +695,7 @@ def _mark_failed(name: str, error: str) -> None:
 
 
 def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
+    """``source()``, refused (terminally) unless a pass can walk it in pages."""
     queryset = spec.source()
     if not isinstance(queryset, QuerySet):
         raise BackfillSourceInvalid(
@@ -691,7 +703,37 @@ def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
             f"{type(queryset).__name__}, not a QuerySet",
             meta={"backfill": spec.name},
         )
+    problem = _walk_problem(queryset)
+    if problem is not None:
+        raise BackfillSourceInvalid(
+            f"source() of backfill {spec.name!r} answered {problem}",
+            fix="make source= answer Model.objects.filter(...): no slice, "
+            ".values() or union, on a model with a simple primary key",
+            meta={"backfill": spec.name},
+        )
     return queryset
+
+
+def _walk_problem(queryset: QuerySet[Any]) -> str | None:
+    # Each page is source().filter(pk__gt=cursor).order_by("pk")[:batch]:
+    # a slice or a union cannot be filtered again, and handle() is given
+    # model instances, not the dicts or tuples of .values().
+    if queryset.query.is_sliced:
+        return "a sliced QuerySet: the pass takes the pages itself (filter instead)"
+    if queryset.query.combinator:
+        return f"a {queryset.query.combinator}() of QuerySets, which cannot be paged"
+    if queryset._iterable_class is not ModelIterable:
+        return "a .values()/.values_list() QuerySet: handle() takes model instances"
+    field = queryset.model._meta.pk
+    while field is not None and field.is_relation:
+        field = field.target_field  # a one-to-one primary key: the key it holds
+    if not isinstance(field, IntegerField | CharField | TextField | UUIDField):
+        kind = type(field).__name__
+        return (
+            f"a QuerySet of {queryset.model.__name__}, whose primary key is a "
+            f"{kind}: keyset pages need a number, a string or a UUID"
+        )
+    return None
 
 
 def _cursor_value(spec: BackfillSpec, pk: Any) -> int | str:

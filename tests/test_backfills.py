@@ -42,9 +42,9 @@ def declare(pg_driver):
     def make(name: str, *, handle=None, **options):
         options.setdefault("batch", 10)
         options.setdefault("rate", 1000)
+        options.setdefault("source", lambda: BackfillItem.objects.filter(grp=GROUP))
         backfill(
             name=name,
-            source=lambda: BackfillItem.objects.filter(grp=GROUP),
             handle=handle or _mark,
             **options,
         )
@@ -174,6 +174,47 @@ def test_a_source_that_is_no_queryset_fails_the_pass_with_a_code(pg_driver):
         assert Job.objects.get(name=BACKFILL_JOB_PREFIX + "t.bf.bad").state == "dead"
     finally:
         unregister_backfill("t.bf.bad")
+
+
+@pytest.mark.parametrize(
+    "source, problem",
+    [
+        (lambda: BackfillItem.objects.filter(grp=GROUP)[:10], "a sliced QuerySet"),
+        (lambda: BackfillItem.objects.filter(grp=GROUP).values("pk"), ".values()"),
+        (
+            lambda: BackfillItem.objects.filter(grp=GROUP).union(
+                BackfillItem.objects.filter(grp=GROUP)
+            ),
+            "a union() of QuerySets",
+        ),
+    ],
+)
+def test_a_source_that_cannot_be_paged_is_refused_by_the_dry_run_and_the_pass(
+    declare, pg_driver, source, problem
+):
+    name = declare("t.bf.unpageable", source=source, count=lambda: 3)
+    _items(3)
+    with pytest.raises(CommandError, match="X_BACKFILL_SOURCE_INVALID") as refused:
+        _command(name)
+    assert problem in str(refused.value)
+
+    job_id = enqueue_backfill(name).id
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "dead"  # terminal: no retry
+    assert Job.objects.get(id=job_id).attempt == 1
+    row = Backfill.objects.get(name=name)
+    assert row.state == "failed" and problem in row.error
+    assert _handled() == [0] * 3
+
+
+def test_the_dry_run_refuses_a_primary_key_the_pass_cannot_page_by(declare):
+    """Visit's key is composite: no keyset cursor, refused before --write."""
+    from tests.jobsapp.models import Visit
+
+    name = declare("t.bf.composite", source=Visit.objects.all)
+    with pytest.raises(CommandError, match="X_BACKFILL_SOURCE_INVALID") as refused:
+        _command(name)
+    assert "whose primary key is a CompositePrimaryKey" in str(refused.value)
 
 
 @pytest.mark.parametrize(
