@@ -375,7 +375,7 @@ def test_all_refuses_a_bad_backfill_alone_and_goes_on_with_the_rest(declare):
         ) in err
         if refusals == 4:
             assert "t.bf.all-count: X_BACKFILL_SOURCE_INVALID" in err
-            assert "t.bf.all-good (pending): would handle 3 rows" in out
+            assert "t.bf.all-good (pending): would handle up to 3 rows" in out
     assert Job.objects.filter(name=BACKFILL_JOB_PREFIX + good).exists()
     assert "t.bf.all-good: pass queued as job" in out
 
@@ -415,7 +415,7 @@ def test_the_dry_run_counts_rows_and_pages_and_writes_nothing(declare):
     _items(25)
     out = _command(name)
     assert (
-        "t.bf.dry (pending): would handle 25 rows in 3 pages of 10 at 2 pages/s "
+        "t.bf.dry (pending): would handle up to 25 rows in 3 pages of 10 at 2 pages/s "
         "(at least 1s)"
     ) in out
     assert "dry run: pass --write to run it" in out
@@ -431,7 +431,7 @@ def test_list_and_pending_show_each_backfill_and_its_progress(declare, pg_driver
     _drain(pg_driver)
 
     listed = _command("--list")
-    assert "t.bf.listed-done: done, 4/4 rows, 1 pages, finished " in listed
+    assert "t.bf.listed-done: done, 4/4 rows, 1 page, finished " in listed
     assert "t.bf.listed-waiting: pending (requires t.bf.listed-done)" in listed
 
     out = StringIO()
@@ -492,6 +492,21 @@ def test_one_of_name_list_pending_all_is_required():
         _command()
     with pytest.raises(CommandError, match="give one of"):
         _command("--list", "--pending")
+
+
+@pytest.mark.parametrize(
+    "args, refusal",
+    [
+        (("--list", "--write"), "--write runs NAME or --all"),
+        (("--pending", "--write"), "--write runs NAME or --all"),
+        (("t.bf.usage", "--force"), "--force is for --write"),
+        (("--all", "--no-follow"), "--no-follow is for --write"),
+    ],
+)
+def test_an_option_that_would_be_ignored_is_a_usage_error(declare, args, refusal):
+    declare("t.bf.usage")
+    with pytest.raises(CommandError, match=refusal):
+        _command(*args)
 
 
 # -- the admin ------------------------------------------------------------------------
@@ -617,6 +632,7 @@ def test_on_a_terminal_the_progress_is_a_bar_with_rate_and_eta():
     progress.show(row)
     last = screen.getvalue().split("\r")[-1]
     assert last.startswith("emails [###############               ] 500/1,000 rows")
+    assert last.endswith("\x1b[K")  # what a longer line left is erased
     assert ", 250 rows/s" in last and "ETA 2s" in last
 
 

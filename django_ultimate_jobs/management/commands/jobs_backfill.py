@@ -34,6 +34,8 @@ POLL_S = 0.5
 PLAIN_EVERY_S = 5.0
 """Off a terminal, a progress line at most this often (and one at the end)."""
 BAR_WIDTH = 30
+CLEAR = "\x1b[K"
+"""The terminal's erase-to-end-of-line."""
 PENDING_STATES = ("pending", "failed", "paused")
 """What ``--pending`` lists: a pass in flight is not an alarm."""
 
@@ -85,6 +87,7 @@ class Command(BaseCommand):
         modes = [m for m in ("list", "pending", "all") if options[m]]
         if len(modes) + bool(options["name"]) != 1:
             raise CommandError("give one of NAME, --list, --pending or --all")
+        _check_usage(options)
         try:
             if options["list"]:
                 self._list(pending_only=False)
@@ -269,7 +272,8 @@ class Progress:
         if self.first is None or row.rows_done < self.first[1]:
             self.first = (now, row.rows_done)
         if self.tty:
-            self.out.write("\r" + self._text(row, now, bar=True), ending="")
+            # Erase what a longer earlier line left to the right.
+            self.out.write("\r" + self._text(row, now, bar=True) + CLEAR, ending="")
             self.out.flush()
         elif now - self.last_line >= PLAIN_EVERY_S:
             self.last_line = now
@@ -280,7 +284,7 @@ class Progress:
         if self.tty:
             self.out.write("")
         self.out.write(
-            f"{self.name}: {row.state}, {row.rows_done:,} rows in {row.pages_done:,} pages"
+            f"{self.name}: {row.state}, {row.rows_done:,} rows in {_pages(row.pages_done)}"
         )
 
     def _text(self, row: Any, now: float, *, bar: bool) -> str:
@@ -301,11 +305,27 @@ class Progress:
         return text
 
 
+def _check_usage(options: dict[str, Any]) -> None:
+    """Refuse options that would be silently ignored (exit 1, nothing done)."""
+    if options["write"] and (options["list"] or options["pending"]):
+        raise CommandError("--write runs NAME or --all; --list and --pending only show")
+    for needs_write in ("force", "no_follow"):
+        if options[needs_write] and not options["write"]:
+            flag = "--" + needs_write.replace("_", "-")
+            raise CommandError(
+                f"{flag} is for --write; without --write it is a dry run"
+            )
+
+
+def _pages(count: int) -> str:
+    return f"{count:,} page" if count == 1 else f"{count:,} pages"
+
+
 def _describe(name: str, state: str, row: Any, requires: tuple[str, ...]) -> str:
     text = f"{name}: {state}"
     if row is not None:
         total = "?" if row.total is None else f"{row.total:,}"
-        text += f", {row.rows_done:,}/{total} rows, {row.pages_done:,} pages"
+        text += f", {row.rows_done:,}/{total} rows, {_pages(row.pages_done)}"
         if row.finished_at is not None:
             text += f", finished {row.finished_at.isoformat()}"
         if row.error:
@@ -319,8 +339,9 @@ def _dry_run(name: str) -> str:
     plan = plan_backfill(name)
     spec = get_backfill(name)
     text = (
-        f"{name} ({plan.state}): would handle {plan.rows:,} rows in {plan.pages:,} "
-        f"pages of {spec.batch:,} at {spec.rate:g} pages/s "
+        # "Up to": a failed or paused pass resumes after its cursor.
+        f"{name} ({plan.state}): would handle up to {plan.rows:,} rows in "
+        f"{_pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
         f"(at least {_duration(plan.seconds)})"
     )
     if plan.unmet:
