@@ -418,6 +418,11 @@ def enqueue_backfill(
 ) -> Enqueued:
     """Gate, then enqueue the pass of ``name`` (it runs on a worker).
 
+    In the same transaction the ``Backfill`` row becomes the new pass's
+    (``pending``, its ``run_id``; reset with ``force``), so whoever follows
+    the row never reads the previous pass's outcome. A live pass is not
+    queued twice: the answer is that pass (``deduped``), the row untouched.
+
     Args:
         force: run a done (or paused) backfill again, from its first row.
         check_requirements: refuse while a ``requires=`` is not done
@@ -497,6 +502,10 @@ def pause_backfill(name: str) -> None:
 
 def resume_backfill(name: str) -> Enqueued:
     """Resume a paused ``name``: a pass continues after its last row done.
+
+    Returns:
+        The queued pass (``deduped`` when the paused pass is still live and
+        goes on by itself).
 
     Raises:
         BackfillUnknown: not declared.

@@ -5,8 +5,10 @@
 admin, its ``requires=`` must be done) and enqueues its pass, which a worker
 runs; the command then follows the ``Backfill`` row until the pass ends: a
 progress bar on a terminal, a plain line every few seconds otherwise.
-``--all`` does the same for every backfill not done, in dependency order.
-A refusal prints the coded error and exits 1.
+``--all`` does the same for every backfill not done, in dependency order;
+one refused is printed and the others go on. A refusal prints the coded
+error and exits 1. Only the pass the command queued is followed (by its
+run id), never the outcome of an earlier one.
 """
 
 from __future__ import annotations
