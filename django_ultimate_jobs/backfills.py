@@ -28,8 +28,18 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from django.db import transaction
-from django.db.models import Case, QuerySet, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    IntegerField,
+    QuerySet,
+    TextField,
+    UUIDField,
+    Value,
+    When,
+)
 from django.db.models.functions import Now
+from django.db.models.query import ModelIterable
 
 from .errors import (
     BackfillApplied,
@@ -47,6 +57,8 @@ from .errors import (
 from .jobs import job
 from .maintenance.builtin import housekeeping_queue
 from .retry import Retry
+from .validation import MAX_NAME_LENGTH as job_name_limit
+from .validation import name_problem
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -74,6 +86,12 @@ DEFAULT_BATCH = 1000
 DEFAULT_RATE = 5.0
 DEFAULT_RETRY = Retry(attempts=10)
 """More attempts than a plain job: a long pass outlives a deploy or two."""
+MIN_RATE = 1 / 86400
+"""The slowest pace: one page a day (slower would overflow a sleep)."""
+MAX_RATE = 1000.0
+"""The fastest pace: a page a millisecond (a backfill is never unpaced)."""
+MAX_NAME_LENGTH = job_name_limit - len(BACKFILL_JOB_PREFIX)
+"""The longest backfill name: its job name adds the prefix (177 characters)."""
 DURABLE_PACE_S = 30.0
 """Waits at least this long between pages are durable sleeps (slot freed)."""
 REQUIRES_POLL_S = 5.0
@@ -109,6 +127,7 @@ class BackfillSpec:
             raise BackfillSourceInvalid(
                 f"count() of backfill {self.name!r} answered {value!r}, "
                 "not a whole number >= 0",
+                fix="make count= answer how many rows the pass visits",
                 meta={"backfill": self.name},
             )
         return value
@@ -211,8 +230,11 @@ def _check_declaration(
     count: Any,
 ) -> tuple[str, ...]:
     problems = []
-    if not isinstance(name, str) or not name or name != name.strip():
-        problems.append("name must be a non-empty string without surrounding spaces")
+    name_wrong = name_problem(name)
+    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
+        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
+    if name_wrong is not None:
+        problems.append(f"name {name_wrong}")
     for option, value in (("source", source), ("handle", handle)):
         if not callable(value):
             problems.append(f"{option} must be a callable")
@@ -224,9 +246,12 @@ def _check_declaration(
         isinstance(rate, bool)
         or not isinstance(rate, int | float)
         or not math.isfinite(rate)
-        or rate <= 0
+        or not MIN_RATE <= rate <= MAX_RATE
     ):
-        problems.append(f"rate must be a finite number of pages/s > 0, got {rate!r}")
+        problems.append(
+            f"rate must be a number of pages/s from {MIN_RATE:.3g} (one a day) "
+            f"to {MAX_RATE:g}, got {rate!r}"
+        )
     requirements: tuple[str, ...] = ()
     if isinstance(requires, str) or not isinstance(requires, Iterable):
         problems.append("requires must be a list of backfill names")
@@ -237,9 +262,11 @@ def _check_declaration(
         elif name in requirements:
             problems.append("a backfill cannot require itself")
     if problems:
+        # A name refused for its length is shown shortened.
+        shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
         raise BackfillDeclarationInvalid(
-            f"backfill {name!r} is invalid: " + "; ".join(problems),
-            meta={"backfill": str(name), "problems": problems},
+            f"backfill {shown!r} is invalid: " + "; ".join(problems),
+            meta={"backfill": str(shown), "problems": problems},
         )
     return requirements
 
@@ -297,6 +324,14 @@ def requirement_order(names: Iterable[str]) -> list[str]:
             )
         visiting.append(name)
         for requirement in get_backfill(name).requires:
+            if requirement not in _backfills:
+                raise BackfillUnknown(
+                    f"backfill {name!r} requires {requirement!r}, "
+                    "which no backfill declares",
+                    fix=f"declare {requirement!r} or remove it from the "
+                    f"requires= of {name!r}",
+                    meta={"backfill": name, "requirement": requirement},
+                )
             visit(requirement)
         visiting.pop()
         order.append(name)
@@ -346,7 +381,19 @@ def plan_backfill(name: str) -> BackfillPlan:
     """
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
-    rows = spec.total()
+    _queryset(spec)  # what --write would refuse, the dry run refuses
+    try:
+        rows = spec.total()
+    except JobsError:
+        raise
+    except Exception as error:
+        # The dry run names the culprit rather than print a traceback.
+        raise BackfillSourceInvalid(
+            f"counting the rows of backfill {name!r} raised "
+            f"{type(error).__name__}: {error}",
+            fix="make count= (or the source's count()) answer a whole number",
+            meta={"backfill": name},
+        ) from error
     pages = math.ceil(rows / spec.batch)
     return BackfillPlan(
         name=name,
@@ -371,6 +418,11 @@ def enqueue_backfill(
 ) -> Enqueued:
     """Gate, then enqueue the pass of ``name`` (it runs on a worker).
 
+    In the same transaction the ``Backfill`` row becomes the new pass's
+    (``pending``, its ``run_id``; reset with ``force``), so whoever follows
+    the row never reads the previous pass's outcome. A live pass is not
+    queued twice: the answer is that pass (``deduped``), the row untouched.
+
     Args:
         force: run a done (or paused) backfill again, from its first row.
         check_requirements: refuse while a ``requires=`` is not done
@@ -382,23 +434,49 @@ def enqueue_backfill(
         BackfillPaused: it is paused and ``force`` is not set.
         BackfillRequiresPending: a requirement is not done.
     """
+    from .models import Backfill
+
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
-    state = state_of(name)
-    if state == "done" and not force:
-        raise BackfillApplied(
-            f"backfill {name!r} is done already",
-            fix=f"python manage.py jobs_backfill {name} --write --force",
-            meta={"backfill": name},
-        )
-    if state == "paused" and not force:
-        raise BackfillPaused(f"backfill {name!r} is paused", meta={"backfill": name})
-    if unmet and check_requirements:
-        raise BackfillRequiresPending(
-            f"backfill {name!r} requires {', '.join(unmet)}, not done yet",
-            meta={"backfill": name, "unmet": unmet},
-        )
-    return spec.job.enqueue(force=force)
+    with transaction.atomic():
+        row, _ = Backfill.objects.select_for_update().get_or_create(name=name)
+        if row.state == Backfill.State.DONE and not force:
+            raise BackfillApplied(
+                f"backfill {name!r} is done already",
+                fix=f"python manage.py jobs_backfill {name} --write --force",
+                meta={"backfill": name},
+            )
+        if row.state == Backfill.State.PAUSED and not force:
+            raise BackfillPaused(
+                f"backfill {name!r} is paused", meta={"backfill": name}
+            )
+        if unmet and check_requirements:
+            raise BackfillRequiresPending(
+                f"backfill {name!r} requires {', '.join(unmet)}, not done yet",
+                meta={"backfill": name, "unmet": unmet},
+            )
+        enqueued = spec.job.enqueue(force=force)
+        if not enqueued.deduped:
+            _mark_queued(row, enqueued.run_id, reset=force)
+    return enqueued
+
+
+def _mark_queued(row: Any, run_id: UUID, *, reset: bool) -> None:
+    """Make the row the queued pass's (in the enqueue's transaction).
+
+    Whoever follows the row then sees this pass's outcome, never the
+    previous pass's ``done`` or ``failed``.
+    """
+    from .models import Backfill
+
+    if reset:
+        row.cursor, row.rows_done, row.pages_done, row.total = None, 0, 0, None
+        row.started_at = row.finished_at = None
+    row.state = Backfill.State.PENDING
+    row.run_id = run_id
+    row.error = ""
+    row.updated_at = Now()
+    row.save()
 
 
 def pause_backfill(name: str) -> None:
@@ -425,6 +503,10 @@ def pause_backfill(name: str) -> None:
 def resume_backfill(name: str) -> Enqueued:
     """Resume a paused ``name``: a pass continues after its last row done.
 
+    Returns:
+        The queued pass (``deduped`` when the paused pass is still live and
+        goes on by itself).
+
     Raises:
         BackfillUnknown: not declared.
         BackfillStateInvalid: it is not paused.
@@ -433,17 +515,26 @@ def resume_backfill(name: str) -> Enqueued:
 
     spec = get_backfill(name)
     with transaction.atomic():
-        changed = Backfill.objects.filter(
-            name=name, state=Backfill.State.PAUSED
-        ).update(state=Backfill.State.PENDING, updated_at=Now())
-        if not changed:
+        row = (
+            Backfill.objects.select_for_update()
+            .filter(name=name, state=Backfill.State.PAUSED)
+            .first()
+        )
+        if row is None:
             raise BackfillStateInvalid(
                 f"backfill {name!r} is not paused: there is nothing to resume",
                 meta={"backfill": name},
             )
         # In the same transaction: a resume that could not enqueue leaves
         # the backfill paused, not pending with no pass coming.
-        return spec.job.enqueue(force=False)
+        enqueued = spec.job.enqueue(force=False)
+        if enqueued.deduped:
+            # The paused pass is still live: it goes on by itself.
+            row.state, row.updated_at = Backfill.State.PENDING, Now()
+            row.save(update_fields=["state", "updated_at"])
+        else:
+            _mark_queued(row, enqueued.run_id, reset=False)
+        return enqueued
 
 
 # -- the pass -------------------------------------------------------------------
@@ -613,6 +704,7 @@ def _mark_failed(name: str, error: str) -> None:
 
 
 def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
+    """``source()``, refused (terminally) unless a pass can walk it in pages."""
     queryset = spec.source()
     if not isinstance(queryset, QuerySet):
         raise BackfillSourceInvalid(
@@ -620,7 +712,37 @@ def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
             f"{type(queryset).__name__}, not a QuerySet",
             meta={"backfill": spec.name},
         )
+    problem = _walk_problem(queryset)
+    if problem is not None:
+        raise BackfillSourceInvalid(
+            f"source() of backfill {spec.name!r} answered {problem}",
+            fix="make source= answer Model.objects.filter(...): no slice, "
+            ".values() or union, on a model with a simple primary key",
+            meta={"backfill": spec.name},
+        )
     return queryset
+
+
+def _walk_problem(queryset: QuerySet[Any]) -> str | None:
+    # Each page is source().filter(pk__gt=cursor).order_by("pk")[:batch]:
+    # a slice or a union cannot be filtered again, and handle() is given
+    # model instances, not the dicts or tuples of .values().
+    if queryset.query.is_sliced:
+        return "a sliced QuerySet: the pass takes the pages itself (filter instead)"
+    if queryset.query.combinator:
+        return f"a {queryset.query.combinator}() of QuerySets, which cannot be paged"
+    if queryset._iterable_class is not ModelIterable:
+        return "a .values()/.values_list() QuerySet: handle() takes model instances"
+    field = queryset.model._meta.pk
+    while field is not None and field.is_relation:
+        field = field.target_field  # a one-to-one primary key: the key it holds
+    if not isinstance(field, IntegerField | CharField | TextField | UUIDField):
+        kind = type(field).__name__
+        return (
+            f"a QuerySet of {queryset.model.__name__}, whose primary key is a "
+            f"{kind}: keyset pages need a number, a string or a UUID"
+        )
+    return None
 
 
 def _cursor_value(spec: BackfillSpec, pk: Any) -> int | str:

@@ -660,7 +660,7 @@ class BackfillRequiresPending(JobsError):
     code = "X_BACKFILL_REQUIRES_PENDING"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = (
-        "python manage.py jobs_backfill --all --write  (runs them in dependency order)"
+        "python manage.py jobs_backfill --all --write (runs them in dependency order)"
     )
 
 

@@ -42,9 +42,9 @@ def declare(pg_driver):
     def make(name: str, *, handle=None, **options):
         options.setdefault("batch", 10)
         options.setdefault("rate", 1000)
+        options.setdefault("source", lambda: BackfillItem.objects.filter(grp=GROUP))
         backfill(
             name=name,
-            source=lambda: BackfillItem.objects.filter(grp=GROUP),
             handle=handle or _mark,
             **options,
         )
@@ -177,11 +177,57 @@ def test_a_source_that_is_no_queryset_fails_the_pass_with_a_code(pg_driver):
 
 
 @pytest.mark.parametrize(
+    "source, problem",
+    [
+        (lambda: BackfillItem.objects.filter(grp=GROUP)[:10], "a sliced QuerySet"),
+        (lambda: BackfillItem.objects.filter(grp=GROUP).values("pk"), ".values()"),
+        (
+            lambda: BackfillItem.objects.filter(grp=GROUP).union(
+                BackfillItem.objects.filter(grp=GROUP)
+            ),
+            "a union() of QuerySets",
+        ),
+    ],
+)
+def test_a_source_that_cannot_be_paged_is_refused_by_the_dry_run_and_the_pass(
+    declare, pg_driver, source, problem
+):
+    name = declare("t.bf.unpageable", source=source, count=lambda: 3)
+    _items(3)
+    with pytest.raises(CommandError, match="X_BACKFILL_SOURCE_INVALID") as refused:
+        _command(name)
+    assert problem in str(refused.value)
+
+    job_id = enqueue_backfill(name).id
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "dead"  # terminal: no retry
+    assert Job.objects.get(id=job_id).attempt == 1
+    row = Backfill.objects.get(name=name)
+    assert row.state == "failed" and problem in row.error
+    assert _handled() == [0] * 3
+
+
+def test_the_dry_run_refuses_a_primary_key_the_pass_cannot_page_by(declare):
+    """Visit's key is composite: no keyset cursor, refused before --write."""
+    from tests.jobsapp.models import Visit
+
+    name = declare("t.bf.composite", source=Visit.objects.all)
+    with pytest.raises(CommandError, match="X_BACKFILL_SOURCE_INVALID") as refused:
+        _command(name)
+    assert "whose primary key is a CompositePrimaryKey" in str(refused.value)
+
+
+@pytest.mark.parametrize(
     "options, problem",
     [
         ({"batch": 0}, "batch must be a whole number >= 1"),
-        ({"rate": float("inf")}, "rate must be a finite number"),
-        ({"rate": 0}, "rate must be a finite number"),
+        ({"rate": float("inf")}, "rate must be a number of pages/s from"),
+        ({"rate": 0}, "rate must be a number of pages/s from"),
+        ({"rate": 1e-300}, r"from 1.16e-05 \(one a day\) to 1000"),
+        ({"rate": 1e6}, "rate must be a number of pages/s from"),
+        ({"name": "t.bf.a\x00b"}, "name holds a NUL character"),
+        ({"name": "t" * 178}, "name must be at most 177 characters, not 178"),
+        ({"name": " t.bf.padded"}, "name must be written without surrounding spaces"),
         ({"requires": "other"}, "requires must be a list"),
         ({"requires": ["t.bf.self"]}, "cannot require itself"),
         ({"handle": None}, "handle must be a callable"),
@@ -297,6 +343,43 @@ def test_all_runs_every_pending_backfill_requirements_first(declare, pg_driver, 
     assert Job.objects.get(name=BACKFILL_JOB_PREFIX + last).attempt == 1
 
 
+def _command_both(*args: str) -> tuple[str, str, CommandError | None]:
+    out, err = StringIO(), StringIO()
+    try:
+        call_command("jobs_backfill", *args, stdout=out, stderr=err)
+    except CommandError as error:
+        return out.getvalue(), err.getvalue(), error
+    return out.getvalue(), err.getvalue(), None
+
+
+def test_all_refuses_a_bad_backfill_alone_and_goes_on_with_the_rest(declare):
+    """A cycle, an unknown requirement or a bad count() is printed with its
+    code; the others are dry-run or queued; the exit is non-zero."""
+    good = declare("t.bf.all-good")
+    declare("t.bf.all-c1", requires=["t.bf.all-c2"])
+    declare("t.bf.all-c2", requires=["t.bf.all-c1"])
+    declare("t.bf.all-orphan", requires=["t.bf.all-nope"])
+    declare("t.bf.all-count", count=lambda: -1)
+    _items(3)
+
+    # The dry run counts (a bad count() is refused); --write does not.
+    for args, refusals in ((("--all",), 4), (("--all", "--write", "--no-follow"), 3)):
+        out, err, refused = _command_both(*args)
+        assert refused is not None
+        assert f"{refusals} backfill(s) refused" in str(refused)
+        assert "t.bf.all-c1: X_BACKFILL_REQUIRES_CYCLE" in err
+        assert "t.bf.all-c2: X_BACKFILL_REQUIRES_CYCLE" in err
+        assert (
+            "t.bf.all-orphan: X_BACKFILL_UNKNOWN: backfill 't.bf.all-orphan' "
+            "requires 't.bf.all-nope', which no backfill declares"
+        ) in err
+        if refusals == 4:
+            assert "t.bf.all-count: X_BACKFILL_SOURCE_INVALID" in err
+            assert "t.bf.all-good (pending): would handle up to 3 rows" in out
+    assert Job.objects.filter(name=BACKFILL_JOB_PREFIX + good).exists()
+    assert "t.bf.all-good: pass queued as job" in out
+
+
 def test_a_cycle_in_requires_is_refused_with_its_path(declare):
     declare("t.bf.c1", requires=["t.bf.c2"])
     declare("t.bf.c2", requires=["t.bf.c1"])
@@ -332,7 +415,7 @@ def test_the_dry_run_counts_rows_and_pages_and_writes_nothing(declare):
     _items(25)
     out = _command(name)
     assert (
-        "t.bf.dry (pending): would handle 25 rows in 3 pages of 10 at 2 pages/s "
+        "t.bf.dry (pending): would handle up to 25 rows in 3 pages of 10 at 2 pages/s "
         "(at least 1s)"
     ) in out
     assert "dry run: pass --write to run it" in out
@@ -348,7 +431,7 @@ def test_list_and_pending_show_each_backfill_and_its_progress(declare, pg_driver
     _drain(pg_driver)
 
     listed = _command("--list")
-    assert "t.bf.listed-done: done, 4/4 rows, 1 pages, finished " in listed
+    assert "t.bf.listed-done: done, 4/4 rows, 1 page, finished " in listed
     assert "t.bf.listed-waiting: pending (requires t.bf.listed-done)" in listed
 
     out = StringIO()
@@ -365,17 +448,43 @@ def test_write_follows_the_pass_with_plain_lines_off_a_terminal(declare, pg_driv
     _items(15)
     enqueue_backfill(name)
     _drain(pg_driver)
-    out = _command(name, "--write", "--force", "--no-follow")
-    assert "t.bf.follow: pass queued as job" in out
+    enqueued = enqueue_backfill(name, force=True)
     _drain(pg_driver)
     from django_ultimate_jobs.management.commands.jobs_backfill import Command
 
     command = Command(stdout=StringIO())
-    command._follow(name)
+    command._follow(name, enqueued)
     text = command.stdout._out.getvalue()
     assert "\r" not in text
     assert "t.bf.follow: 15/15 rows" in text
     assert text.rstrip().endswith("t.bf.follow: done, 15 rows in 2 pages")
+
+
+@pytest.mark.parametrize("before", ["done", "failed"])
+def test_write_follows_only_the_pass_it_queued_never_the_last_outcome(
+    declare, pg_driver, before
+):
+    """A pass queued again makes the row its own at once: the follower never
+    reports the previous pass's ``done`` (exit 0) or failure (exit 1)."""
+    from django_ultimate_jobs import operator
+    from django_ultimate_jobs.management.commands.jobs_backfill import Command
+
+    name = declare(f"t.bf.refollow-{before}")
+    _items(5)
+    enqueue_backfill(name)
+    _drain(pg_driver)
+    if before == "failed":
+        Backfill.objects.filter(name=name).update(state="failed", error="X_OLD")
+
+    enqueued = enqueue_backfill(name, force=before == "done")
+    row = Backfill.objects.get(name=name)
+    assert (row.state, row.run_id, row.error) == ("pending", enqueued.run_id, "")
+
+    operator.cancel(enqueued.id)  # the new pass never runs
+    command = Command(stdout=StringIO())
+    with pytest.raises(CommandError, match="ended cancelled without finishing"):
+        command._follow(name, enqueued)
+    assert "done, 5 rows" not in command.stdout._out.getvalue()
 
 
 def test_one_of_name_list_pending_all_is_required():
@@ -383,6 +492,21 @@ def test_one_of_name_list_pending_all_is_required():
         _command()
     with pytest.raises(CommandError, match="give one of"):
         _command("--list", "--pending")
+
+
+@pytest.mark.parametrize(
+    "args, refusal",
+    [
+        (("--list", "--write"), "--write runs NAME or --all"),
+        (("--pending", "--write"), "--write runs NAME or --all"),
+        (("t.bf.usage", "--force"), "--force is for --write"),
+        (("--all", "--no-follow"), "--no-follow is for --write"),
+    ],
+)
+def test_an_option_that_would_be_ignored_is_a_usage_error(declare, args, refusal):
+    declare("t.bf.usage")
+    with pytest.raises(CommandError, match=refusal):
+        _command(*args)
 
 
 # -- the admin ------------------------------------------------------------------------
@@ -401,13 +525,19 @@ def backfill_viewer(db):
 
 
 def _act(client, action: str, name: str):
+    """Post the action, check its confirmation page acted on nothing, confirm."""
     from django.urls import reverse
 
-    return client.post(
-        reverse(ADMIN_LIST),
-        {"action": action, "_selected_action": [name]},
-        follow=True,
+    form = {"action": action, "_selected_action": [name]}
+    before = Backfill.objects.filter(name=name).values_list("state", flat=True).first()
+    asked = client.post(reverse(ADMIN_LIST), form)
+    assert asked.status_code == 200 and 'name="confirmed" value="yes"' in asked.text
+    assert name in asked.text
+    assert (
+        Backfill.objects.filter(name=name).values_list("state", flat=True).first()
+        == before
     )
+    return client.post(reverse(ADMIN_LIST), {**form, "confirmed": "yes"}, follow=True)
 
 
 def test_the_admin_lists_progress_and_pauses_and_resumes(
@@ -451,7 +581,12 @@ def test_the_admin_verbs_need_the_change_permission_and_csrf(
 
     client.force_login(backfill_viewer)
     assert client.get(reverse(ADMIN_LIST)).status_code == 200
-    _act(client, "pause_selected", name)
+    for confirmed in ({}, {"confirmed": "yes"}):
+        forged = client.post(
+            reverse(ADMIN_LIST),
+            {"action": "pause_selected", "_selected_action": [name], **confirmed},
+        )
+        assert forged.status_code == 403
     assert Backfill.objects.get(name=name).state == "running"
 
     strict = Client(enforce_csrf_checks=True)
@@ -497,4 +632,51 @@ def test_on_a_terminal_the_progress_is_a_bar_with_rate_and_eta():
     progress.show(row)
     last = screen.getvalue().split("\r")[-1]
     assert last.startswith("emails [###############               ] 500/1,000 rows")
+    assert last.endswith("\x1b[K")  # what a longer line left is erased
     assert ", 250 rows/s" in last and "ETA 2s" in last
+
+
+def test_the_admin_change_page_is_read_only_even_for_a_superuser(declare, admin_client):
+    from django.contrib.admin.models import LogEntry
+    from django.urls import reverse
+
+    Backfill.objects.create(name="t.bf.ro", state="failed", error="X_OLD")
+    page = reverse("admin:ultimate_jobs_backfill_change", args=["t.bf.ro"])
+    assert admin_client.get(page).status_code == 200
+    posted = admin_client.post(page, {"state": "done", "error": ""})
+    assert posted.status_code == 403
+    assert Backfill.objects.get(name="t.bf.ro").state == "failed"
+    assert not LogEntry.objects.filter(object_id="t.bf.ro").exists()
+
+
+def test_the_admin_answers_input_no_row_can_hold_as_the_jobs_list_does(
+    declare, admin_client
+):
+    from django.urls import reverse
+
+    Backfill.objects.create(name="t.bf.nul", state="running")
+    for bad in ("a\x00b", "bogus"):
+        answer = admin_client.get(reverse(ADMIN_LIST), {"state__exact": bad})
+        assert answer.status_code == 302 and answer.url.endswith("?e=1")
+    page = reverse("admin:ultimate_jobs_backfill_change", args=["x\x00y"])
+    assert admin_client.get(page).status_code == 404
+    answer = admin_client.post(
+        reverse(ADMIN_LIST),
+        {
+            "action": "pause_selected",
+            "_selected_action": ["x\x00y"],
+            "confirmed": "yes",
+        },
+        follow=True,
+    )
+    assert answer.status_code == 200 and "X_BACKFILL_UNKNOWN" in answer.text
+    assert Backfill.objects.get(name="t.bf.nul").state == "running"
+
+
+def test_a_name_declared_by_another_handle_is_refused_as_a_duplicate(declare):
+    from django_ultimate_jobs.errors import JobDuplicate
+
+    name = declare("t.bf.dup")
+    with pytest.raises(JobDuplicate, match="two backfills are declared"):
+        backfill(name=name, source=lambda: None, handle=lambda rows: None)
+    declare("t.bf.dup")  # the same declaration again (a module reloaded) is fine

@@ -5,8 +5,10 @@
 admin, its ``requires=`` must be done) and enqueues its pass, which a worker
 runs; the command then follows the ``Backfill`` row until the pass ends: a
 progress bar on a terminal, a plain line every few seconds otherwise.
-``--all`` does the same for every backfill not done, in dependency order.
-A refusal prints the coded error and exits 1.
+``--all`` does the same for every backfill not done, in dependency order;
+one refused is printed and the others go on. A refusal prints the coded
+error and exits 1. Only the pass the command queued is followed (by its
+run id), never the outcome of an earlier one.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from ...backfills import (
     plan_backfill,
     registered_backfills,
     requirement_order,
+    state_of,
+    unmet_requirements,
 )
+from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
 from ...states import LIVE_STATES
 
@@ -31,6 +36,8 @@ POLL_S = 0.5
 PLAIN_EVERY_S = 5.0
 """Off a terminal, a progress line at most this often (and one at the end)."""
 BAR_WIDTH = 30
+CLEAR = "\x1b[K"
+"""The terminal's erase-to-end-of-line."""
 PENDING_STATES = ("pending", "failed", "paused")
 """What ``--pending`` lists: a pass in flight is not an alarm."""
 
@@ -82,6 +89,7 @@ class Command(BaseCommand):
         modes = [m for m in ("list", "pending", "all") if options[m]]
         if len(modes) + bool(options["name"]) != 1:
             raise CommandError("give one of NAME, --list, --pending or --all")
+        _check_usage(options)
         try:
             if options["list"]:
                 self._list(pending_only=False)
@@ -121,39 +129,66 @@ class Command(BaseCommand):
 
     def _run(self, names: list[str] | None, options: dict[str, Any]) -> None:
         write, force = options["write"], options["force"]
+        refused: list[str] = []
         if names is None:
-            order = requirement_order(s.name for s in registered_backfills())
-            chosen = [n for n in order if force or plan_backfill(n).state != "done"]
+            # --all: one bad backfill is refused and printed, the rest go on.
+            order = self._all_in_order(refused)
+            chosen = [n for n in order if force or state_of(n) != "done"]
         else:
             get_backfill(names[0])
             requirement_order(names)  # a cycle or an unknown requires= refuses now
             chosen = names
-        if not chosen:
+        if not chosen and not refused:
             self.stdout.write("nothing to run: every backfill is done")
             return
         if not write:
             for name in chosen:
-                self.stdout.write(_dry_run(name))
+                try:
+                    self.stdout.write(_dry_run(name))
+                except JobsError as error:
+                    if names is not None:
+                        raise
+                    self._refuse(name, error, refused)
             self.stdout.write("dry run: pass --write to run it")
-            return
-        started = self._enqueue_all(chosen, force, together=names is None)
-        if options["no_follow"]:
-            return
-        for name in started:
-            self._follow(name)
+        else:
+            started = self._enqueue_all(chosen, force, refused, together=not names)
+            if not options["no_follow"]:
+                self._follow_all(started, refused, together=not names)
+        if refused:
+            raise CommandError(
+                f"{len(refused)} backfill(s) refused or failed: {', '.join(refused)}"
+            )
+
+    def _all_in_order(self, refused: list[str]) -> list[str]:
+        """Every declared backfill, requirements first; one whose requirements
+        cannot be ordered (a cycle, an unknown name) is refused alone."""
+        order: list[str] = []
+        for spec in registered_backfills():
+            try:
+                path = requirement_order([spec.name])
+            except JobsError as error:
+                self._refuse(spec.name, error, refused)
+                continue
+            order.extend(name for name in path if name not in order)
+        return order
+
+    def _refuse(self, name: str, error: JobsError, refused: list[str]) -> None:
+        refused.append(name)
+        self.stderr.write(f"{name}: {error.render()}")
 
     def _enqueue_all(
-        self, chosen: list[str], force: bool, *, together: bool
-    ) -> list[str]:
-        started: list[str] = []
-        failures: list[str] = []
+        self, chosen: list[str], force: bool, refused: list[str], *, together: bool
+    ) -> list[tuple[str, Enqueued]]:
+        started: list[tuple[str, Enqueued]] = []
         for name in chosen:
             try:
                 if together:
                     # The earlier ones are queued: their passes run first,
                     # and this pass waits for them. One outside the run is
                     # not coming, so it is refused.
-                    missing = [u for u in plan_backfill(name).unmet if u not in started]
+                    queued = {n for n, _ in started}
+                    unmet = unmet_requirements(get_backfill(name))
+                    missing = [u for u in unmet if u not in queued]
                     if missing:
                         raise BackfillRequiresPending(
                             f"backfill {name!r} requires {', '.join(missing)}, "
@@ -166,29 +201,45 @@ class Command(BaseCommand):
             except JobsError as error:
                 if not together:
                     raise
-                failures.append(error.render())
-                self.stderr.write(f"{name}: {error.render()}")
+                self._refuse(name, error, refused)
                 continue
             note = " (already queued)" if enqueued.deduped else ""
             self.stdout.write(f"{name}: pass queued as job {enqueued.id}{note}")
-            started.append(name)
-        if failures and not started:
-            raise CommandError(f"{len(failures)} backfill(s) refused")
+            started.append((name, enqueued))
         return started
 
-    def _follow(self, name: str) -> None:
+    def _follow_all(
+        self, started: list[tuple[str, Enqueued]], refused: list[str], *, together: bool
+    ) -> None:
+        for name, enqueued in started:
+            try:
+                self._follow(name, enqueued)
+            except CommandError as error:
+                if not together:
+                    raise
+                refused.append(name)
+                self.stderr.write(str(error))
+
+    def _follow(self, name: str, enqueued: Enqueued) -> None:
+        """Follow the pass ``enqueued`` started until it ends; only its outcome counts.
+
+        The row is read only while it is this pass's (its ``run_id``): the
+        outcome of an earlier pass is never reported as this one's.
+        """
         from ...models import Backfill, Job
 
         progress = Progress(self.stdout, name)
         while True:
-            row = Backfill.objects.filter(name=name).first()
+            # The job first: a row read after the job has ended is final.
+            job_state = (
+                Job.objects.filter(id=enqueued.id)
+                .values_list("state", flat=True)
+                .first()
+            )
+            live = job_state in LIVE_STATES
+            row = Backfill.objects.filter(name=name, run_id=enqueued.run_id).first()
             if row is not None:
                 progress.show(row)
-                live = row.run_id is not None and (
-                    Job.objects.filter(
-                        run_id=row.run_id, state__in=LIVE_STATES
-                    ).exists()
-                )
                 if row.state in ("done", "paused") or (
                     row.state == "failed" and not live
                 ):
@@ -196,6 +247,14 @@ class Command(BaseCommand):
                     if row.state == "failed":
                         raise CommandError(f"backfill {name!r} failed: {row.error}")
                     return
+            if not live:
+                # Cancelled or removed before it ended, or its row was
+                # taken by another pass: say so rather than guess.
+                raise CommandError(
+                    f"backfill {name!r}: its pass (job {enqueued.id}) ended "
+                    f"{job_state or 'removed'} without finishing "
+                    f"(python manage.py jobs_backfill --list)"
+                )
             time.sleep(POLL_S)  # the poll interval of following a pass
 
 
@@ -215,7 +274,8 @@ class Progress:
         if self.first is None or row.rows_done < self.first[1]:
             self.first = (now, row.rows_done)
         if self.tty:
-            self.out.write("\r" + self._text(row, now, bar=True), ending="")
+            # Erase what a longer earlier line left to the right.
+            self.out.write("\r" + self._text(row, now, bar=True) + CLEAR, ending="")
             self.out.flush()
         elif now - self.last_line >= PLAIN_EVERY_S:
             self.last_line = now
@@ -226,7 +286,7 @@ class Progress:
         if self.tty:
             self.out.write("")
         self.out.write(
-            f"{self.name}: {row.state}, {row.rows_done:,} rows in {row.pages_done:,} pages"
+            f"{self.name}: {row.state}, {row.rows_done:,} rows in {_pages(row.pages_done)}"
         )
 
     def _text(self, row: Any, now: float, *, bar: bool) -> str:
@@ -247,11 +307,27 @@ class Progress:
         return text
 
 
+def _check_usage(options: dict[str, Any]) -> None:
+    """Refuse options that would be silently ignored (exit 1, nothing done)."""
+    if options["write"] and (options["list"] or options["pending"]):
+        raise CommandError("--write runs NAME or --all; --list and --pending only show")
+    for needs_write in ("force", "no_follow"):
+        if options[needs_write] and not options["write"]:
+            flag = "--" + needs_write.replace("_", "-")
+            raise CommandError(
+                f"{flag} is for --write; without --write it is a dry run"
+            )
+
+
+def _pages(count: int) -> str:
+    return f"{count:,} page" if count == 1 else f"{count:,} pages"
+
+
 def _describe(name: str, state: str, row: Any, requires: tuple[str, ...]) -> str:
     text = f"{name}: {state}"
     if row is not None:
         total = "?" if row.total is None else f"{row.total:,}"
-        text += f", {row.rows_done:,}/{total} rows, {row.pages_done:,} pages"
+        text += f", {row.rows_done:,}/{total} rows, {_pages(row.pages_done)}"
         if row.finished_at is not None:
             text += f", finished {row.finished_at.isoformat()}"
         if row.error:
@@ -265,8 +341,9 @@ def _dry_run(name: str) -> str:
     plan = plan_backfill(name)
     spec = get_backfill(name)
     text = (
-        f"{name} ({plan.state}): would handle {plan.rows:,} rows in {plan.pages:,} "
-        f"pages of {spec.batch:,} at {spec.rate:g} pages/s "
+        # "Up to": a failed or paused pass resumes after its cursor.
+        f"{name} ({plan.state}): would handle up to {plan.rows:,} rows in "
+        f"{_pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
         f"(at least {_duration(plan.seconds)})"
     )
     if plan.unmet:
