@@ -179,13 +179,15 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- stays running and lapsed until then, so a crash in between only leaves
 -- it to the next claim).
 --
--- Claimed rows come back with only what a worker needs (no history, no
--- error text: each column costs a decode per row). The updates find their
+-- The clock is clock_timestamp(), not now(): a claim that waited on a lock
+-- (a migration holding the table) must not hand out leases that expired
+-- while it waited. Claimed rows come back with only what a worker needs
+-- (no history, no error text: each column costs a decode per row). The updates find their
 -- rows by id = ANY(ARRAY(...)): joined to the picked CTE instead, the
 -- planner (which cannot see into it) chose a sequential scan of the whole
 -- table per claim once the picks were estimated at 64 rows.
 WITH clock AS MATERIALIZED (
-    SELECT coalesce(%(now)s::timestamptz, now()) AS now
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), open AS MATERIALIZED (
     -- The named queues that are not paused.
     SELECT q.name FROM unnest(%(queues)s::text[]) AS q(name)
@@ -434,11 +436,12 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
 
 
 -- name: job_heartbeat_many
--- Push the leases of held jobs to now + visibility; answer the ids that
--- landed. A null worker or claim matches any (the operator's use). A job
+-- Push the leases of held jobs to now + visibility (clock_timestamp(): a
+-- renewal that waited on a lock must not set a lease already past); answer
+-- the ids that landed. A null worker or claim matches any (the operator's use). A job
 -- missing from the answer was cancelled or re-claimed: its run must stop.
 UPDATE ultimate_jobs_job AS j
-   SET visible_at = coalesce(%(now)s::timestamptz, now())
+   SET visible_at = coalesce(%(now)s::timestamptz, clock_timestamp())
                     + %(visibility_ms)s * interval '1 millisecond'
   FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[])
        AS h(id, worker, claim)
