@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "exact_floats", "loads"]
 
 # A JSON string (skipped whole, so its text is never touched), or a number
 # with a positive exponent, as Python's float repr writes one ("1.5e+300").
@@ -30,7 +30,13 @@ def dumps(value: Any) -> str:
     Raises:
         TypeError, ValueError: not JSON-serialisable, or a non-finite number.
     """
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return exact_floats(
+        json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    )
+
+
+def exact_floats(text: str) -> str:
+    """``text`` (compact JSON) with each float written with an exponent made exact."""
     if "e+" not in text:
         return text  # nearly always: one scan of the text, no regex
     return _STRING_OR_EXPONENT.sub(_whole_float, text)

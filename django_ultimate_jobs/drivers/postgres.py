@@ -59,6 +59,7 @@ from .base import (
     nack_state,
 )
 from .jsonb import dumps as _json
+from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
@@ -713,10 +714,10 @@ def _result_json(value: Any) -> str | None:
         # deep enough value fails to encode: each would fail the whole ack
         # (the job would re-run), so such a result is dropped like any
         # other that is not JSON-safe.
-        json_text(value, exact=False)
+        text = json_text(value, exact=False)
     except JsonRefused:
         return None
-    return _json(value)  # whole floats past 1e16 stay floats (see .jsonb)
+    return exact_floats(text)  # whole floats past 1e16 stay floats (see .jsonb)
 
 
 def _storable(text: str | None) -> str | None:
