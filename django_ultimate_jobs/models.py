@@ -132,6 +132,11 @@ class Job(models.Model):
     history = models.JSONField(null=True, blank=True)
     """One entry per counted attempt: attempt, worker, at, error (if it failed)."""
     tenant_id = models.TextField(null=True, blank=True)
+    concurrency_key = models.TextField(null=True, blank=True)
+    """The lease key a run takes a slot under (``job:<name>`` or
+    ``job-key:<name>:<key>``), decided at enqueue; null for uncapped jobs."""
+    concurrency_limit = models.IntegerField(null=True, blank=True)
+    """How many runs may hold a slot of ``concurrency_key`` at once."""
     enqueued_by = models.TextField(null=True, blank=True)
     traceparent = models.TextField(null=True, blank=True)
     created_at = models.DateTimeField(db_default=Now())
@@ -306,6 +311,8 @@ class Lease(models.Model):
     slot = models.IntegerField(db_default=0)
     holder = models.TextField()
     fence = models.BigIntegerField()
+    """From the ``ultimate_jobs_lease_fence`` sequence (migration 0010): every
+    grant's number is greater than every earlier grant's."""
     expires_at = models.DateTimeField()
 
     class Meta:
