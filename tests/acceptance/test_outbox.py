@@ -207,7 +207,7 @@ def test_ten_thousand_enqueues_on_sixteen_threads_relay_restarted_twice(project)
     client = project.client_process("threads", "625", "--exit", **SILENT_CALLBACK)
     for at_least in (2_000, 5_000):
         relay = project.relay()
-        wait_until(lambda: len(project.jobs()) >= at_least, 120, message=relay.tail)
+        wait_until(lambda n=at_least: len(project.jobs()) >= n, 120, message=relay.tail)
         relay.send(signal.SIGKILL)
         relay.proc.wait(10)
     relay = project.relay()
