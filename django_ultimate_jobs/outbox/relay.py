@@ -72,6 +72,7 @@ DEFAULT_BATCH = 100
 FLOOR_S = 0.2
 """The relay role's first idle wait (upstream's intervalMs)."""
 INLINE_BATCH = 1_000
+RETRY_CHECK_S = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +106,7 @@ class OutboxRelay:
         suffix = uuid.uuid4().hex[:8]
         self.worker_id = worker_id or f"relay:{os.getpid()}:{suffix}"
         self.token = f"{self.worker_id}:{suffix}"
-        outage = outage or DatabaseOutage()
+        self.outage = outage = outage or DatabaseOutage()
         aliases = dict.fromkeys([settings.outbox_database, settings.database])
         self.roles = [
             RoleConnection(
@@ -177,9 +178,12 @@ class OutboxRelay:
 
     def _cycle(self) -> float | None:
         """One pass; answers how long to wait before the next (None: a wake)."""
-        pause = max(role.retry_in() for role in self.roles)
-        if pause > 0:
-            return pause
+        if any(role.failing for role in self.roles):
+            # One question for all roles (they share the outage): asking
+            # each would book a try for the first and delay the others.
+            pause = self.outage.retry_in()
+            if pause > 0:
+                return pause
         try:
             for role in self.roles:
                 role.refresh()
@@ -191,7 +195,7 @@ class OutboxRelay:
                     "jobs.outbox.tick-failed", extra={"relay": self.worker_id}
                 )
                 return self.backoff.next_wait()
-            return max(role.retry_in() for role in self.roles) or FLOOR_S
+            return RETRY_CHECK_S  # the outage schedule paces the next try
         for role in self.roles:
             role.ok()
         if outcome.failed:

@@ -25,8 +25,14 @@ from django.db import connection
 from psycopg import sql
 
 from django_ultimate_jobs.faults import AFTER_OUTBOX_COMMIT, AFTER_OUTBOX_PUBLISH
+from tests.support.backends import terminate_backends
 from tests.support.waiting import wait_until
-from tests.support.workers import REPO_ROOT, database_url
+from tests.support.workers import (
+    REPO_ROOT,
+    WorkerFleet,
+    database_url,
+    subprocess_env_for_url,
+)
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -71,11 +77,8 @@ def jobs_url(django_db_setup, django_db_blocker) -> Iterator[str]:
 
 
 def _env(base: str, jobs: str, **extra: str) -> dict[str, str]:
-    from tests.support.workers import subprocess_env
-
     return {
-        **subprocess_env(connection.settings_dict),
-        "DATABASE_URL": base,
+        **subprocess_env_for_url(base),
         "DJANGO_SETTINGS_MODULE": SETTINGS,
         "UJ_JOBS_DATABASE_URL": jobs,
         "UJ_OUTBOX_LEASE": "1s",
@@ -217,3 +220,34 @@ def test_ten_thousand_enqueues_on_sixteen_threads_relay_restarted_twice(project)
     assert len(ids) == len(set(ids)) == 10_000
     wait_until(lambda: project.converged(ids), 120, message=relay.tail)
     assert len(project.messages()) == 10_000
+
+
+def test_the_relay_role_survives_its_backend_killed_and_a_database_restart(
+    scratch_pg, scratch_db, tmp_path
+):
+    # Both aliases on one scratch database the test may crash.
+    fleet = WorkerFleet(_env(scratch_db.url, scratch_db.url), tmp_path)
+    project = Project(scratch_db.url, scratch_db.url, fleet)
+    committed: list[str] = []
+
+    def one_round() -> None:
+        code, ids = project.client("commit", "3", "--exit", **SILENT_CALLBACK)
+        assert code == 0
+        committed.extend(ids["committed"])
+        wait_until(lambda: project.converged(committed), 30, message=fleet.logs)
+
+    try:
+        relay = project.relay()
+        one_round()
+        killed = terminate_backends(
+            scratch_db.url, "uj:relay:%", database=scratch_db.name
+        )
+        assert killed
+        one_round()
+        scratch_pg.restart(mode="immediate")
+        one_round()
+        assert relay.alive()
+        assert len(project.jobs()) == 9
+    finally:
+        fleet.kill_all()
+        print(fleet.logs())
