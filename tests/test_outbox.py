@@ -7,6 +7,9 @@ tests/acceptance/test_outbox.py; these pin what a single-database user
 
 from __future__ import annotations
 
+from importlib.util import find_spec
+from uuid import UUID
+
 import pytest
 from django.core import checks
 from django.db import connection, transaction
@@ -18,7 +21,7 @@ from django_ultimate_jobs.models import Job, OutboxMessage
 from django_ultimate_jobs.outbox.relay import OutboxRelay, install_local_relay
 from django_ultimate_jobs.testing import publish_outbox, run_jobs
 from tests.jobsapp.jobs import noop
-from tests.support.backends import terminate_backends
+from tests.support.backends import backends, terminate_backends
 from tests.support.waiting import wait_until
 from tests.support.workers import database_url
 
@@ -105,6 +108,7 @@ def test_enqueue_many_stages_in_order_and_publishes_in_one_pass(relay):
 
 @override_settings(ULTIMATE_JOBS=ON)
 def test_the_relay_thread_survives_its_backend_terminated(relay):
+    relay.idle_close_s = 60.0  # keep the connection to kill it
     with transaction.atomic():
         first = noop.enqueue(n=1)
     wait_until(lambda: published(first.id), 10)
@@ -251,3 +255,36 @@ def test_the_admin_lists_messages_read_only_with_their_status(admin_client, pg_d
     failed = admin_client.get(url + "?status=failed").content.decode()
     assert str(bad.id) in failed and str(ok.id) not in failed
     assert admin_client.get(url + "add/").status_code == 403
+
+
+@pytest.mark.skipif(
+    not (find_spec("django.tasks") or find_spec("django_tasks")),
+    reason="neither django.tasks nor the django-tasks backport is installed",
+)
+@override_settings(ULTIMATE_JOBS=REQUIRED)
+def test_the_tasks_backend_stages_through_the_outbox(relay):
+    from tests.tasksapp import tasks
+
+    with pytest.raises(OutboxNoTransaction):
+        tasks.add.enqueue(2, 3)
+    with transaction.atomic():
+        result = tasks.add.enqueue(2, 3)
+        assert OutboxMessage.objects.filter(id=result.id).exists()
+        assert not Job.objects.exists()
+    wait_until(lambda: published(UUID(result.id)), 10)
+    (execution,) = run_jobs(queues=["default"])
+    assert execution.claimed.id == UUID(result.id)
+    assert tasks.add.get_result(result.id).return_value == 5
+
+
+@override_settings(ULTIMATE_JOBS=ON)
+def test_an_idle_relay_thread_lets_its_connections_go_and_wakes_again(relay):
+    with transaction.atomic():
+        first = noop.enqueue(n=1)
+    wait_until(lambda: published(first.id), 10)
+    url = database_url(connection.settings_dict)
+    name = connection.settings_dict["NAME"]
+    wait_until(lambda: not backends(url, "uj:relay:%", database=name), 10)
+    with transaction.atomic():
+        second = noop.enqueue(n=2)
+    wait_until(lambda: published(second.id), 10)

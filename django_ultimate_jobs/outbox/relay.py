@@ -53,7 +53,12 @@ from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..faults import AFTER_OUTBOX_PUBLISH, fault_point
 from ..worker.backoff import IdleBackoff
-from ..worker.dbrole import DatabaseOutage, RoleConnection, is_unavailable
+from ..worker.dbrole import (
+    DatabaseOutage,
+    RoleConnection,
+    close_thread_connections,
+    is_unavailable,
+)
 from .store import Claimed, OutboxStore
 
 __all__ = [
@@ -73,6 +78,8 @@ FLOOR_S = 0.2
 """The relay role's first idle wait (upstream's intervalMs)."""
 INLINE_BATCH = 1_000
 RETRY_CHECK_S = 0.05
+IDLE_CLOSE_S = 1.0
+"""An in-process relay idle this long closes its connections until the next wake."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +124,7 @@ class OutboxRelay:
         self.backoff = IdleBackoff(
             FLOOR_S, settings.idle_poll_max_ms / 1000, settings.idle_poll_max_ms / 1000
         )
+        self.idle_close_s = IDLE_CLOSE_S
         self.published = 0
         """Messages this relay published (for tests and the bench)."""
         self.passes = 0
@@ -167,7 +175,14 @@ class OutboxRelay:
         wait: float | None = 0.0 if self.poll else None
         try:
             while not self._stop.is_set():
-                if wait != 0.0:
+                if wait is None:
+                    # Idle, waiting for a commit: keep the connections for
+                    # a burst of commits, then let them go (a web process
+                    # holds none while idle; a test database can be dropped).
+                    if not self._wake.wait(self.idle_close_s):
+                        close_thread_connections()
+                        self._wake.wait()
+                elif wait > 0:
                     self._wake.wait(wait)
                 self._wake.clear()
                 if self._stop.is_set():
