@@ -14,7 +14,9 @@ both, and measures in one run:
     idle between them (woken by the commit callback): from just before the
     COMMIT until a separate connection to ``jobs`` reads the row. Beside it,
     the direct path: the same enqueue inside ``atomic(using="jobs")``, the
-    job row inserted in that transaction, measured the same way;
+    job row inserted in that transaction, measured the same way. Then
+    ``outbox_cold``: 10 commits, each after the relay thread's idle window
+    (1 s), when it has closed its connections and reconnects to publish;
 (b) **relay throughput**: 20,000 messages staged (``enqueue_many``, 1,000
     per transaction) with no relay running, then published by relay passes
     (batch 100, upstream's default, and 1,000) until none is pending.
@@ -47,6 +49,7 @@ JOBS_DB = "bench_uj_outbox_jobs"
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 RESULTS = ROOT / "bench" / "results" / "outbox.json"
 MESSAGES = 20_000
+COLD = 10
 CHUNK = 1_000
 
 
@@ -115,10 +118,16 @@ def commit_to_visible(jobs_url: str, count: int) -> dict[str, dict[str, float]]:
 
     for _ in range(50):  # warm up both paths, connections and plans
         outbox(), direct()
-    results: dict[str, list[float]] = {"outbox": [], "direct": []}
+    results: dict[str, list[float]] = {"outbox": [], "direct": [], "outbox_cold": []}
     for _ in range(count):  # interleaved
         results["outbox"].append(outbox())
         results["direct"].append(direct())
+    relay = local_relay()
+    for _ in range(COLD):
+        # Past the idle window the relay thread has closed its connections:
+        # the publish reconnects (a web process committing now and then).
+        time.sleep(relay.idle_close_s + 0.2)
+        results["outbox_cold"].append(outbox())
     probe.close()
     local_relay().stop()
     return {
