@@ -416,7 +416,7 @@ class BoundEnqueue:
                     fix=error.fix,
                     meta={**error.meta, "index": index},
                 ) from error.__cause__
-        answers = submit(requests, self.options.outbox)
+        answers = submit(requests, self.options.outbox, many=True)
         if job_enqueued.receivers:
             for answer in answers:
                 job_enqueued.send_robust(

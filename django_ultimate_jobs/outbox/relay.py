@@ -164,6 +164,11 @@ class OutboxRelay:
             self._thread.join(timeout)
 
     @property
+    def stopped(self) -> bool:
+        """Whether :meth:`stop` was called (a stopped relay never runs again)."""
+        return self._stop.is_set()
+
+    @property
     def alive(self) -> bool:
         """Whether the thread runs."""
         return self._thread is not None and self._thread.is_alive()
@@ -316,10 +321,11 @@ _local_lock = threading.Lock()
 
 
 def local_relay() -> OutboxRelay:
-    """This process's relay (built on first use; a forked child builds its own)."""
+    """This process's relay (built on first use; a forked child, or a use
+    after the relay was stopped, builds a new one)."""
     global _local, _local_pid
     with _local_lock:
-        if _local is None or _local_pid != os.getpid():
+        if _local is None or _local_pid != os.getpid() or _local.stopped:
             _local, _local_pid = OutboxRelay(), os.getpid()
         return _local
 

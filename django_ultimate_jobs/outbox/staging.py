@@ -53,14 +53,20 @@ def routes_to_outbox(choice: bool | None) -> bool:
     return bool(choice) or in_transaction
 
 
-def submit(requests: Sequence[EnqueueRequest], outbox: bool | None) -> list[Enqueued]:
-    """Enqueue ``requests`` (validated) directly or through the outbox."""
+def submit(
+    requests: Sequence[EnqueueRequest], outbox: bool | None, *, many: bool = False
+) -> list[Enqueued]:
+    """Enqueue ``requests`` (validated) directly or through the outbox.
+
+    Directly, ``many`` picks the driver's ``enqueue_many`` (one statement)
+    over ``enqueue`` (one request).
+    """
     if routes_to_outbox(outbox):
         return stage(requests)
     driver = get_driver()
-    if len(requests) == 1:
-        return [driver.enqueue(requests[0])]
-    return driver.enqueue_many(requests)
+    if many:
+        return driver.enqueue_many(requests)
+    return [driver.enqueue(request) for request in requests]
 
 
 def stage(requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
