@@ -25,7 +25,7 @@ from django.db import connection
 from psycopg import sql
 
 from django_ultimate_jobs.faults import AFTER_OUTBOX_COMMIT, AFTER_OUTBOX_PUBLISH
-from tests.support.backends import terminate_backends
+from tests.support.backends import backends, terminate_backends
 from tests.support.waiting import wait_until
 from tests.support.workers import (
     REPO_ROOT,
@@ -251,3 +251,30 @@ def test_the_relay_role_survives_its_backend_killed_and_a_database_restart(
     finally:
         fleet.kill_all()
         print(fleet.logs())
+
+
+def test_runjobs_runs_the_relay_role_unless_told_not_to(project):
+    name = str(connection.settings_dict["NAME"])
+
+    def roles(worker) -> set[str]:
+        pid = f":{worker.pid}:"
+        return {
+            b.application_name.split(":")[1]
+            for b in backends(project.default_url, "uj:%", database=name)
+            if pid in b.application_name
+        }
+
+    plain = project.fleet.start("--no-scheduler", env=project.env())
+    wait_until(lambda: "relay" in roles(plain), 30, message=plain.tail)
+    quiet = project.fleet.start("--no-scheduler", "--no-relay", env=project.env())
+    # Its claim loop is up (on the jobs database), and no relay connection
+    # of it reached the outbox's.
+    wait_until(
+        lambda: any(
+            f":{quiet.pid}:" in b.application_name
+            for b in backends(project.jobs_url, "uj:claim:%")
+        ),
+        30,
+        message=quiet.tail,
+    )
+    assert "relay" not in roles(quiet)
