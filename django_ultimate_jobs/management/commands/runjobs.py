@@ -28,6 +28,9 @@ from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
 
+MAX_PROCESSES = 64
+"""A ceiling on ``--processes``: past it the host, not the flag, is the limit."""
+
 logger = logging.getLogger("django_ultimate_jobs")
 
 
@@ -83,8 +86,17 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the worker, or supervise ``--processes`` of them."""
         processes = options["processes"]
-        if processes is None or processes < 1:
-            raise CommandError("--processes must be at least 1")
+        # Refused, not clamped: a typo of 1000 would fork a thousand Django
+        # processes, each with its connections, before anything else fails.
+        if processes is None or not 1 <= processes <= MAX_PROCESSES:
+            raise CommandError(
+                SettingsInvalid(
+                    f"--processes must be a whole number from 1 to {MAX_PROCESSES}, "
+                    f"got {processes!r}",
+                    fix="pass --processes about the host's core count; "
+                    "for more, run runjobs on more hosts",
+                ).render()
+            )
         if options["relay_only"] and options["no_relay"]:
             raise CommandError("--relay-only and --no-relay contradict each other")
         try:
