@@ -226,9 +226,25 @@ def explain_claim(conn: psycopg.Connection) -> dict:
     top = plan["Plan"]
     return {
         "explain_ms": round(plan["Execution Time"] + plan["Planning Time"], 2),
-        "explain_buffers": top.get("Shared Hit Blocks", 0)
-        + top.get("Shared Read Blocks", 0),
+        "explain_buffers": _buffers(top),
+        # Every scan of the job table and the buffers it touched: the
+        # partial indexes of live rows only, never a finished row's page.
+        "explain_scans": sorted(
+            f"{node['Node Type']} {node.get('Index Name', '')}: {_buffers(node)}"
+            for node in _nodes(top)
+            if node.get("Relation Name") == "ultimate_jobs_job"
+        ),
     }
+
+
+def _buffers(node: dict) -> int:
+    return node.get("Shared Hit Blocks", 0) + node.get("Shared Read Blocks", 0)
+
+
+def _nodes(node: dict):
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
 
 
 def print_table(steps: list[dict]) -> None:

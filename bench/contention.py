@@ -48,7 +48,8 @@ def sample(url: str, dbname: str, every_s: float, stop: threading.Event) -> list
     seen: list = []
     with psycopg.connect(url, autocommit=True) as conn:
         while not stop.is_set():
-            seen.append(conn.execute(SAMPLE, (dbname,), prepare=True).fetchall())
+            rows = conn.execute(SAMPLE, (dbname,), prepare=True).fetchall()
+            seen.append((time.time(), rows))
             time.sleep(every_s)
     return seen
 
@@ -76,6 +77,14 @@ def main() -> None:
     )
     sampler.start()
     system = tp.OURS if args.system == "ours" else tp.RAW
+    opened: list[float] = []
+    open_gate = tp.Gate.open
+
+    def open_and_note(gate: tp.Gate) -> float:
+        opened.append(open_gate(gate))
+        return opened[-1]
+
+    tp.Gate.open = open_and_note  # type: ignore[method-assign]
     try:
         result = tp.drain(system, bench_url, args.work, args.processes)
     finally:
@@ -84,6 +93,9 @@ def main() -> None:
     print(f"{system} {args.work} x{args.processes}: {result['rate']:.0f} jobs/s")
     waits: collections.Counter = collections.Counter()
     busy = 0
+    # Only the drain: from the gate's opening (the enqueue before it, and the
+    # claims queued behind the gate, are not the drain's waits).
+    out = [rows for at, rows in out if opened and at >= opened[0]]
     for rows in out:
         for _pid, wait, query, lock_wait in rows:
             busy += 1

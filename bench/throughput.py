@@ -180,6 +180,15 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _process_cpu_s(pid: int) -> float:
+    """utime + stime of a live process, from /proc (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class BackendCpu:
     """CPU seconds spent by the bench database's other backends (the workers').
 
@@ -194,8 +203,7 @@ class BackendCpu:
         self.conn = psycopg.connect(bench_url, autocommit=True)
         connection.ensure_connection()
         self.own = {self.conn.info.backend_pid, connection.connection.info.backend_pid}
-        self.ticks: dict[int, int] = {}
-        self.per_s = os.sysconf("SC_CLK_TCK")
+        self.cpu_s: dict[int, float] = {}
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -216,19 +224,17 @@ class BackendCpu:
                 pids.update(pid for (pid,) in rows if pid not in self.own)
             tick += 1
             for pid in list(pids):
-                try:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1]
-                except OSError:
-                    pids.discard(pid)
+                cpu_s = _process_cpu_s(pid)
+                if cpu_s == 0.0 and pid in self.cpu_s:
+                    pids.discard(pid)  # exited: its last reading stands
                     continue
-                utime, stime = fields.split()[11:13]
-                self.ticks[pid] = int(utime) + int(stime)
+                self.cpu_s[pid] = max(cpu_s, self.cpu_s.get(pid, 0.0))
 
     def stop(self) -> float:
         self._stop.set()
         self.thread.join()
         self.conn.close()
-        return sum(self.ticks.values()) / self.per_s
+        return sum(self.cpu_s.values())
 
 
 # -- worker processes -------------------------------------------------------
@@ -355,6 +361,7 @@ def drain(system: str, bench_url: str, work: str, processes: int) -> dict:
         procs = [spawn(system, bench_url, work=work) for _ in range(processes)]
         wait_ready(procs)
         time.sleep(GATE_SETTLE_S)
+        boot_cpu_s = sum(_process_cpu_s(p.popen.pid) for p in procs)
         started = gate.open()
     except BaseException:
         for proc in procs:
@@ -365,7 +372,9 @@ def drain(system: str, bench_url: str, work: str, processes: int) -> dict:
     budget = 60 + JOBS * (SLEEP_S if work == "sleep5" else 0.002)
     for proc in procs:
         proc.wait(budget)
-    worker_cpu_s = _children_cpu_s() - children_before
+    # What the drain cost the workers: their boot (Django's setup, the
+    # same for every round and nothing to do with jobs) is taken off.
+    worker_cpu_s = _children_cpu_s() - children_before - boot_cpu_s
     db_cpu_s = backends.stop()
     done, last_done, first_claim = execute(
         "SELECT count(*), extract(epoch FROM max(updated_at)), "
