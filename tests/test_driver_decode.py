@@ -25,11 +25,15 @@ pytestmark = pytest.mark.postgres
 def test_claimed_times_are_the_datetimes_django_reads(transactional_db):
     handle = get_job("tests.noop")
     enqueued = handle.enqueue()
-    claimed = PostgresDriver().claim(
-        ClaimOptions(
-            queues=(handle.queue,), limit=1, worker_id="w", visibility_ms=30_000
+    claimed = (
+        PostgresDriver()
+        .claim(
+            ClaimOptions(
+                queues=(handle.queue,), limit=1, worker_id="w", visibility_ms=30_000
+            )
         )
-    ).claimed
+        .claimed
+    )
     row = Job.objects.get(pk=enqueued.id)
 
     assert [job.id for job in claimed] == [enqueued.id]
