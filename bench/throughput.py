@@ -21,6 +21,13 @@ worker process) and for the ideal loop of bench/baseline.py:
 4. peak RSS of every worker process: its VmHWM (/proc/<pid>/status), read
    every 20 ms until it exits. (Not ``ru_maxrss``: a child inherits the
    high-water mark of the parent it was forked from, here ~65 MiB.)
+5. the scale row (``BENCH_TP_SCALE``, on by default): the no-op drain by 8
+   independent processes x 8 threads.
+
+Every drain also reports its CPU per job, the workers' (boot excluded) and
+their backends', which a shared machine moves far less than it moves the
+rates. Targets are ratios to the raw loop taken within each round (issue
+16); the summary gives each figure and each ratio as median (min-max).
 
 How a drain is timed. The bench takes ACCESS EXCLUSIVE on the job table
 (the "gate") before starting the processes, so each process boots Django,
