@@ -61,6 +61,7 @@ from ..drivers.base import (
 from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from .conformance_leases import LeaseConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -175,7 +176,7 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance):
+class DriverConformance(OperatorConformance, LeaseConformance):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture
