@@ -342,8 +342,11 @@ class JobDriver(Protocol):
     """What a storage backend must do. Proven by the conformance suite."""
 
     name: str
-    leases: LeaseStore
-    """Fleet-wide slots and locks (``drivers/lease_base.py``)."""
+
+    @property
+    def leases(self) -> LeaseStore:
+        """Fleet-wide slots and locks (``drivers/lease_base.py``)."""
+        ...
 
     def enqueue(self, request: EnqueueRequest) -> Enqueued:
         """Insert one job (or dedupe onto the live holder of its key).

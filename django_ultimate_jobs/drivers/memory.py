@@ -55,6 +55,7 @@ from .base import (
     nack_state,
 )
 from .memory_cron import MemoryCron
+from .memory_leases import LeaseTable, MemoryLeases
 from .memory_rows import (
     CounterKey,
     JobRow,
@@ -69,7 +70,6 @@ from .memory_rows import (
     result_json,
     truncate_ms,
 )
-from .memory_leases import LeaseTable, MemoryLeases
 from .memory_steps import EventRow, MemoryEvents, MemorySteps
 from .steps_base import StepRecord, step_not_found
 

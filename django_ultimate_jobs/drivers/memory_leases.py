@@ -46,7 +46,11 @@ class LeaseTable:
             expires_at = now + timedelta(milliseconds=ttl_ms)
             self.rows[(key, slot)] = _Row(holder, self.fence, expires_at)
             return HeldLease(
-                key=key, slot=slot, holder=holder, fence=self.fence, expires_at=expires_at
+                key=key,
+                slot=slot,
+                holder=holder,
+                fence=self.fence,
+                expires_at=expires_at,
             )
         return None
 

@@ -50,7 +50,11 @@ class PostgresLeases:
             )
             if slot is not None:
                 return HeldLease(
-                    key=key, slot=slot, holder=holder, fence=fence, expires_at=expires_at
+                    key=key,
+                    slot=slot,
+                    holder=holder,
+                    fence=fence,
+                    expires_at=expires_at,
                 )
             if not looked_free:
                 return None
