@@ -70,6 +70,25 @@ class LeaseTable:
         del self.rows[(lease.key, lease.slot)]
         return True
 
+    def lead(self, key: str, holder: str, ttl_ms: int, now: datetime) -> bool:
+        """The leader lease (slot 0), as ``leader_acquire`` answers it.
+
+        Its fence counts takeovers of this key (1, then +1 per new holder),
+        not grants of the shared sequence, as the Postgres statement does.
+        """
+        row = self.rows.get((key, 0))
+        if row is not None and row.holder != holder and row.expires_at > now:
+            return False
+        fence = 1 if row is None else row.fence + (row.holder != holder)
+        self.rows[(key, 0)] = _Row(holder, fence, now + timedelta(milliseconds=ttl_ms))
+        return True
+
+    def resign(self, key: str, holder: str) -> None:
+        """Give up the leader lease ``key`` if ``holder`` holds it."""
+        row = self.rows.get((key, 0))
+        if row is not None and row.holder == holder:
+            del self.rows[(key, 0)]
+
     def live(self, key: str, now: datetime) -> list[tuple[int, _Row]]:
         """The unexpired rows of ``key`` in slot order."""
         found = [
