@@ -243,15 +243,13 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
 
 
 def _human_leases(answer: list[dict[str, Any]]) -> str:
-    return (
-        "\n".join(
-            f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
-            f"holder={lease['holder']} token={lease['token']} "
-            f"expires={lease['expires_at']}{' EXPIRED' if lease['expired'] else ''}"
-            for lease in answer
-        )
-        or "no leases"
-    )
+    lines = [
+        f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
+        f"holder={lease['holder']} token={lease['token']} "
+        f"expires={lease['expires_at']}{' EXPIRED' if lease['expired'] else ''}"
+        for lease in answer
+    ]
+    return "\n".join(lines or ["no leases"])
 
 
 def _page(answer: dict[str, Any]) -> str:
