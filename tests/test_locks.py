@@ -277,3 +277,48 @@ def test_fenced_update_refuses_bad_tokens_and_fields(committed_pg_driver):
             fenced_update(rows, token, field=field, status="x")
         assert refused.value.code == "X_LOCK_INVALID"
     assert rows.get().status == "draft"
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_racing_grants_on_separate_connections_never_share_a_slot(
+    committed_pg_driver,
+):
+    """8 threads, each on its own connection, race for 2 slots of one key."""
+    from django.db import connections
+
+    leases = committed_pg_driver.leases
+    holding: dict[int, str] = {}
+    guard = threading.Lock()
+    clashes: list[tuple[int, str, str]] = []
+    granted: list[int] = []
+
+    def race(me: str) -> None:
+        try:
+            for _ in range(150):
+                lease = leases.acquire("job:race", 2, 10_000, me)
+                if lease is None:
+                    continue
+                with guard:
+                    if lease.slot in holding:
+                        clashes.append((lease.slot, holding[lease.slot], me))
+                    holding[lease.slot] = me
+                    granted.append(lease.fence)
+                # Still ours while held: nobody took the live row over.
+                if me not in leases.holders("job:race"):
+                    clashes.append((lease.slot, "taken over", me))
+                with guard:
+                    holding.pop(lease.slot, None)
+                if not leases.release(lease):
+                    clashes.append((lease.slot, "released by another", me))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=race, args=(f"t{n}",)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert clashes == []
+    assert len(granted) > 150 and len(set(granted)) == len(granted)
+    assert leases.held("job:race") == 0
