@@ -174,7 +174,7 @@ class Lock:
                 "a lock keyed by a template or a callable is a decorator: "
                 "use a plain string key in a with-statement"
             )
-        taken = self.acquire(self.key)
+        taken = self._acquire(self.key)
         self._stack().append(taken)
         return taken[0]
 
@@ -203,7 +203,7 @@ class Lock:
 
         @functools.wraps(function)
         def locked(*args: P.args, **kwargs: P.kwargs) -> R:
-            held, keeper, renewal = self.acquire(key_of(*args, **kwargs))
+            held, keeper, renewal = self._acquire(key_of(*args, **kwargs))
             try:
                 result = function(*args, **kwargs)
             except BaseException as error:
@@ -216,7 +216,7 @@ class Lock:
 
     # -- taking it -------------------------------------------------------------------
 
-    def acquire(self, key: str) -> tuple[HeldLock, LockKeeper, Renewal]:
+    def _acquire(self, key: str) -> tuple[HeldLock, LockKeeper, Renewal]:
         """Take the lock on ``key`` within ``wait``, or raise ``X_LOCK_NOT_ACQUIRED``."""
         _check_key(key)
         from ..drivers import get_driver

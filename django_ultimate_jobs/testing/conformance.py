@@ -26,8 +26,9 @@ counter buckets as ``{(bucket_ms, bucket_start): {field: n}}`` over
         # put_step and step_names: see tests/conformance/test_memory_driver.py
 
 Every check uses its own queue and job names, so checks can share a store.
-The operator checks live in :mod:`.conformance_operator`; register both
-modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
+The operator checks live in :mod:`.conformance_operator`, the lease store's
+(``driver.leases``: slots and locks) in :mod:`.conformance_leases`; register
+these modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
 failed check shows the values it compared.
 """
 
