@@ -26,13 +26,13 @@ from tests.support.workers import REPO_ROOT, database_url
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
-TTL = timedelta(seconds=2)
+TTL = timedelta(seconds=3)
 _HOLD = """
 import sys, threading
 import django
 django.setup()
 from django_ultimate_jobs import lock
-with lock("crash", ttl="2s") as held:
+with lock("crash", ttl="3s") as held:
     print("held", held.token, held.holder, flush=True)
     threading.Event().wait()  # hold until killed
 """
@@ -69,13 +69,13 @@ def test_a_sigkilled_holders_lock_is_granted_after_its_ttl_and_not_before(
 
     # Not before its ttl: the dead holder's row is live.
     with pytest.raises(JobsError) as refused:
-        with lock("crash", ttl="2s", wait=0):
+        with lock("crash", ttl="3s", wait=0):
             pass  # pragma: no cover - never entered
     assert refused.value.code == "X_LOCK_NOT_ACQUIRED"
     assert refused.value.meta["holder"] == dead_holder
 
     killed_at = time.monotonic()
-    with lock("crash", ttl="2s", wait="10s") as held:
+    with lock("crash", ttl="3s", wait="10s") as held:
         waited = time.monotonic() - killed_at
         row = Lease.objects.get(lease_key="lock:crash")
     granted_at = row.expires_at - TTL
@@ -92,18 +92,18 @@ def test_a_lock_survives_its_keeper_connection_being_terminated(
         connection.settings_dict["NAME"],
     )
     caplog.set_level(logging.WARNING, logger="django_ultimate_jobs")
-    with lock("kept", ttl="1s") as held:
+    with lock("kept", ttl="2s") as held:
         wait_for_backends(url, "uj:lock:%", database=database)
         killed = terminate_backends(url, "uj:lock:%", database=database)
         assert killed
         before = Lease.objects.get(lease_key="lock:kept").expires_at
-        # Renewals (every 333 ms) reconnect and keep landing past the ttl.
+        # Renewals (every 667 ms) reconnect and keep landing past the ttl.
         wait_until(
             lambda: (
                 Lease.objects.get(lease_key="lock:kept").expires_at
-                > before + timedelta(seconds=1)
+                > before + timedelta(seconds=2)
             ),
-            5,
+            10,
             message=lambda: caplog.text,
         )
         wait_for_backends(url, "uj:lock:%", database=database)
