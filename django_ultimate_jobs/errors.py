@@ -710,7 +710,7 @@ class LockInvalid(JobsError):
     code = "X_LOCK_INVALID"
     retry_class = RetryClass.TERMINAL
     default_fix = (
-        "pass a non-blank key of at most 200 characters, ttl >= 100ms "
+        "pass a non-blank key of at most 200 characters, ttl >= 1s "
         "(e.g. '30s'), wait >= 0, and a token from held.token"
     )
 

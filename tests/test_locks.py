@@ -84,7 +84,7 @@ def test_a_waiter_gets_the_lock_when_this_process_releases_it(memory):
         ("x" * 201, {"ttl": "30s"}, "200 characters"),
         ("a\x00b", {"ttl": "30s"}, "NUL"),
         (42, {"ttl": "30s"}, "string"),
-        ("k", {"ttl": "50ms"}, "at least 100ms"),
+        ("k", {"ttl": "999ms"}, "at least 1s"),
         ("k", {"ttl": "soon"}, "not a duration"),
         ("k", {"ttl": 0}, "more than zero"),
         ("k", {"ttl": "30s", "wait": "-1s"}, "not a duration"),
@@ -140,7 +140,7 @@ def test_a_lapsed_lock_sets_cancellation_and_leaving_raises_lock_lost(memory):
     """The body succeeded, but its work was not exclusive: X_LOCK_LOST."""
     driver, clock = memory
     with pytest.raises(JobsError) as lost:
-        with lock("lapse:1", ttl="300ms", driver=driver) as held:
+        with lock("lapse:1", ttl="1s", driver=driver) as held:
             clock.advance(seconds=1)  # the store's clock: the lease lapsed
             assert held.cancellation.wait(10), "the next renewal is refused"
             assert held.lost
@@ -151,7 +151,7 @@ def test_a_lapsed_lock_sets_cancellation_and_leaving_raises_lock_lost(memory):
 def test_an_exception_in_a_lost_block_is_the_lock_lost_errors_cause(memory):
     driver, clock = memory
     with pytest.raises(JobsError) as lost:
-        with lock("lapse:2", ttl="300ms", driver=driver) as held:
+        with lock("lapse:2", ttl="1s", driver=driver) as held:
             clock.advance(seconds=1)
             held.cancellation.wait(10)
             raise ValueError("the body failed too")
@@ -233,12 +233,12 @@ def test_renewal_keeps_a_lock_held_past_its_ttl(committed_pg_driver):
 def test_a_lock_whose_lease_lapsed_raises_lock_lost_on_leaving(committed_pg_driver):
     """A lapsed lease is lost even if nobody took it; the block's success is void."""
     with pytest.raises(JobsError) as lost:
-        with lock("lapsed", ttl="300ms") as held:
+        with lock("lapsed", ttl="1s") as held:
             # What a holder frozen past its ttl finds: its row lapsed.
             Lease.objects.filter(lease_key="lock:lapsed").update(
                 expires_at=Now() - timedelta(seconds=1)
             )
-            # The next renewal (every 100 ms) is refused.
+            # The next renewal (every 333 ms) is refused.
             assert held.cancellation.wait(5)
     assert lost.value.code == "X_LOCK_LOST"
     assert not Lease.objects.filter(lease_key="lock:lapsed").exists()

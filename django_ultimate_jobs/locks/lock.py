@@ -65,8 +65,10 @@ R = TypeVar("R")
 
 LOCK_KEY_PREFIX = "lock:"
 MAX_LOCK_KEY_LENGTH = 200
-MIN_LOCK_TTL_MS = 100
-"""A shorter ttl would renew faster than a database round trip can be relied on."""
+MIN_LOCK_TTL_MS = 1_000
+"""Renewals run every ttl / 3: a shorter ttl leaves a renewal less than 700 ms
+of slack, which a loaded host or a slow statement eats (a 300 ms ttl lost its
+lock to scheduling delays in a loaded test run)."""
 FIRST_POLL_S = 0.01
 MAX_POLL_S = 0.5
 RELEASE_TIMEOUT_S = 5.0
@@ -315,7 +317,7 @@ def lock(
             function's arguments and answering the key.
         ttl: how long the lock outlives a holder that stopped renewing
             (crashed, frozen, cut off); renewed every ttl / 3 while held.
-            At least 100ms. ``"30s"``, a ``timedelta`` or int milliseconds.
+            At least 1s. ``"30s"``, a ``timedelta`` or int milliseconds.
         wait: how long to wait for the lock (default: one ``ttl``); ``0``
             tries once.
         driver: the driver whose lease store holds the lock (default: the
@@ -333,7 +335,9 @@ def lock(
         _check_key(key, template=True)
     ttl_ms = _duration(ttl, "ttl", allow_zero=False)
     if ttl_ms < MIN_LOCK_TTL_MS:
-        raise LockInvalid(f"ttl must be at least {MIN_LOCK_TTL_MS}ms, got {ttl!r:.40}")
+        raise LockInvalid(
+            f"ttl must be at least {MIN_LOCK_TTL_MS // 1000}s, got {ttl!r:.40}"
+        )
     wait_ms = ttl_ms if wait is None else _duration(wait, "wait", allow_zero=True)
     return Lock(key, ttl_ms, wait_ms, driver)
 
