@@ -322,3 +322,13 @@ def test_racing_grants_on_separate_connections_never_share_a_slot(
     assert clashes == []
     assert len(granted) > 150 and len(set(granted)) == len(granted)
     assert leases.held("job:race") == 0
+
+
+def test_a_lock_released_in_time_never_reads_as_lost_afterwards(memory):
+    driver, _ = memory
+    with lock("ended", ttl="1s", driver=driver) as held:
+        pass
+    ended = time.monotonic()
+    # Past the ttl of the last renewal: the ended block's lock was not lost.
+    wait_until(lambda: time.monotonic() - ended > 1.2, 5)
+    assert not held.lost and held.cancellation.reason is None

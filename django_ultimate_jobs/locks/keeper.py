@@ -97,7 +97,8 @@ class LockKeeper:
     def __init__(self, driver: JobDriver) -> None:
         self.driver = driver
         self.store = driver.leases
-        self.holder_prefix = f"{socket.gethostname()}:{os.getpid()}"
+        self.pid = os.getpid()
+        self.holder_prefix = f"{socket.gethostname()}:{self.pid}"
         self._cond = threading.Condition()
         self._calls: deque[_Call] = deque()
         self._renewals: set[Renewal] = set()
@@ -305,9 +306,13 @@ _KEEPERS_LOCK = threading.Lock()
 
 
 def keeper_for(driver: JobDriver) -> LockKeeper:
-    """The keeper of ``driver`` in this process (made on first use)."""
+    """The keeper of ``driver`` in this process (made on first use).
+
+    A forked child makes its own: the parent's thread did not survive the
+    fork, and the holder ids name the process.
+    """
     with _KEEPERS_LOCK:
         keeper = _KEEPERS.get(driver)
-        if keeper is None:
+        if keeper is None or keeper.pid != os.getpid():
             keeper = _KEEPERS[driver] = LockKeeper(driver)
         return keeper

@@ -399,7 +399,6 @@ def _leave(
     held: HeldLock, keeper: LockKeeper, renewal: Renewal, error: BaseException | None
 ) -> None:
     keeper.forget(renewal)
-    lost = held.cancellation.is_set()
     try:
         keeper.call(lambda: keeper.store.release(held.lease), timeout=RELEASE_TIMEOUT_S)
     except Exception:
@@ -409,6 +408,10 @@ def _leave(
             "jobs.lock.release-failed", extra={"holder": held.holder}, exc_info=True
         )
     keeper.exit_gate(LOCK_KEY_PREFIX + held.key)
+    # Decided after the release: the keeper is serial, so a renewal that was
+    # in flight when the block ended has answered by now.
+    lost = held.cancellation.is_set()
+    held.cancellation._renewal = None  # a block that ended cannot lapse later
     if lost:
         reason = held.cancellation.reason
         raise reason if reason is not None else _lost(held.lease, "lost") from error
