@@ -332,3 +332,40 @@ def test_a_lock_released_in_time_never_reads_as_lost_afterwards(memory):
     # Past the ttl of the last renewal: the ended block's lock was not lost.
     wait_until(lambda: time.monotonic() - ended > 1.2, 5)
     assert not held.lost and held.cancellation.reason is None
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_taken_inside_a_transaction_is_seen_at_once_and_outlives_a_rollback(
+    committed_pg_driver,
+):
+    """The keeper writes on its own connection: never part of the caller's work."""
+    from django.db import transaction
+
+    seen: list[list[str]] = []
+
+    def look() -> None:
+        from django.db import connections
+
+        try:
+            seen.append(committed_pg_driver.leases.holders("lock:in-atomic"))
+        finally:
+            connections.close_all()
+
+    outer = lock("in-atomic", ttl="30s")
+    with pytest.raises(RuntimeError), transaction.atomic():
+        held = outer.__enter__()
+        other = threading.Thread(target=look)
+        other.start()
+        other.join(10)
+        raise RuntimeError("roll the caller's transaction back")
+    try:
+        assert seen == [[held.holder]]
+        assert committed_pg_driver.leases.holders("lock:in-atomic") == [held.holder]
+        with pytest.raises(JobsError) as refused:
+            with lock("in-atomic", ttl="30s", wait=0):
+                pass  # pragma: no cover - never entered
+        assert refused.value.code == "X_LOCK_NOT_ACQUIRED"
+    finally:
+        outer.__exit__(None, None, None)
+    assert committed_pg_driver.leases.holders("lock:in-atomic") == []
