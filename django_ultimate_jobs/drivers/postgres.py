@@ -63,6 +63,7 @@ from .jsonb import dumps as _json
 from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
+from .postgres_leases import PostgresLeases
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
 from .steps_base import step_not_found
@@ -106,6 +107,7 @@ class PostgresDriver(PostgresCron):
         self.prepare = prepare
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
+        self.leases = PostgresLeases(self)
         self._generic_plan_threads: set[int] = set()
 
     def use_generic_plans_in_this_thread(self) -> None:
@@ -124,7 +126,12 @@ class PostgresDriver(PostgresCron):
     # -- plumbing ------------------------------------------------------------
 
     def _rows(
-        self, name: str, params: Mapping[str, Any], *, prepare: bool = True
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        prepare: bool = True,
+        filename: str = "queries.sql",
     ) -> list[tuple[Any, ...]]:
         connection = connections[self.using]
         connection.ensure_connection()
@@ -155,7 +162,7 @@ class PostgresDriver(PostgresCron):
             with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
                 _fast_loaders(connection, cursor)
                 cursor.execute(
-                    query(name),
+                    query(name, filename),
                     {"now": self.clock.sql_now(), **params},
                     prepare=self.prepare and prepare,
                 )
