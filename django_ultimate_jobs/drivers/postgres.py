@@ -13,6 +13,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -55,6 +56,7 @@ from .base import (
     NackRequest,
     PausedName,
     QueueStats,
+    Renewed,
     WorkerRecord,
     nack_state,
 )
@@ -75,6 +77,8 @@ _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
 MAX_WORKER_IN_FLIGHT = 100
+CAPPED_KEYS_PER_CLAIM = 1_000
+"""Keys with ready rows one capped claim visits at most (one index probe each)."""
 
 
 class PostgresDriver(PostgresCron):
@@ -181,6 +185,8 @@ class PostgresDriver(PostgresCron):
             "tenant_id": request.tenant_id,
             "enqueued_by": request.enqueued_by,
             "traceparent": request.traceparent,
+            "concurrency_key": request.concurrency_key,
+            "concurrency_limit": request.concurrency_limit,
         }
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows("job_enqueue", params)
@@ -221,6 +227,8 @@ class PostgresDriver(PostgresCron):
                 "tenant_id": r.tenant_id,
                 "enqueued_by": r.enqueued_by,
                 "traceparent": r.traceparent,
+                "concurrency_key": r.concurrency_key,
+                "concurrency_limit": r.concurrency_limit,
             }
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
         ]
@@ -285,26 +293,41 @@ class PostgresDriver(PostgresCron):
     # -- claim and settle ----------------------------------------------------
 
     def claim(self, options: ClaimOptions) -> ClaimResult:
-        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts."""
+        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts.
+
+        With ``options.capped``, rows carrying a concurrency key are claimed
+        first, each with a fleet-wide slot (``job_claim_capped``), then the
+        ``when_busy="fail"`` refusals (``job_claim_busy``), then the rest of
+        the limit goes to the uncapped claim, which runs exactly as for a
+        worker that declares no limit. Capped first: their number is bounded
+        by the slots, so they cannot starve the uncapped rows, while an
+        uncapped backlog would starve them.
+        """
         if not options.queues:
             raise ClaimQueuesEmpty("a claim named no queue")
         if options.limit <= 0:
             return ClaimResult([], [])
+        capped = self._claim_capped(options) if options.capped else []
+        limit = options.limit - len(capped)
+        if limit <= 0 and options.registry_ttl_ms is None:
+            return ClaimResult(capped, [])
+        started = sum(1 for job in capped if job.start_recorded)
+        retake = options.limit if options.retake is None else options.retake
         rows = self._rows(
             "job_claim",
             {
                 "queues": list(options.queues),
-                "limit": options.limit,
+                "limit": max(limit, 0),
                 "worker": options.worker_id,
                 "visibility_ms": options.visibility_ms,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
                 "ttl": options.registry_ttl_ms,
-                "start_now": options.start_now,
-                "retake": options.limit if options.retake is None else options.retake,
+                "start_now": max(options.start_now - started, 0),
+                "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
             },
         )
-        claimed = [_claimed(row) for row in rows if row[9] == "running"]
+        claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]
         exhausted = [row[0] for row in rows if row[9] == "exhausted"]
         buried: list[JobRecord] = []
         if exhausted:
@@ -321,6 +344,37 @@ class PostgresDriver(PostgresCron):
                 )
             ]
         return ClaimResult(claimed, buried)
+
+    def _claim_capped(self, options: ClaimOptions) -> list[ClaimedJob]:
+        params: dict[str, Any] = {
+            "queues": list(options.queues),
+            "limit": options.limit,
+            "worker": options.worker_id,
+            "visibility_ms": options.visibility_ms,
+        }
+        rows = self._rows(
+            "job_claim_capped",
+            {
+                **params,
+                "keys": CAPPED_KEYS_PER_CLAIM,
+                "relapsed_error": LEASE_LAPSED_RECLAIMED,
+                "unstarted_error": LEASE_LAPSED_UNSTARTED,
+                "start_now": options.start_now,
+                "retake": options.limit if options.retake is None else options.retake,
+            },
+        )
+        # UPDATE ... RETURNING answers in the order it found the rows: claim
+        # order again (priority desc, run_at, id), as job_claim sorts.
+        rows.sort(key=lambda row: (-row[8], row[19], row[0]))
+        claimed = [_claimed(row) for row in rows]
+        room = options.limit - len(claimed)
+        if options.refuse_busy and room > 0:
+            refused = self._rows(
+                "job_claim_busy",
+                {**params, "limit": room, "names": sorted(options.refuse_busy)},
+            )
+            claimed += [replace(_claimed(row), key_busy=True) for row in refused]
+        return claimed
 
     def ack(self, request: AckRequest) -> bool:
         """Settle one successful attempt; True if it landed."""
@@ -388,11 +442,11 @@ class PostgresDriver(PostgresCron):
         held: Iterable[tuple[UUID, ClaimIdentity | None]],
         *,
         visibility_ms: int,
-    ) -> set[UUID]:
-        """Extend many leases in one statement; answers the ids that landed."""
+    ) -> Renewed:
+        """Extend many leases (and their slots) in one statement; see ``Renewed``."""
         pairs = list(held)
         if not pairs:
-            return set()
+            return Renewed()
         rows = self._rows(
             "job_heartbeat_many",
             {
@@ -402,7 +456,7 @@ class PostgresDriver(PostgresCron):
                 "visibility_ms": visibility_ms,
             },
         )
-        return {row[0] for row in rows}
+        return Renewed((row[0] for row in rows), (row[0] for row in rows if not row[1]))
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
         """Record that this claim's body starts now; fenced. True if it landed."""
@@ -825,4 +879,5 @@ def _claimed(row: Sequence[Any]) -> ClaimedJob:
         claimed_at=row[16],
         retaken=row[17],
         start_recorded=row[18],
+        concurrency_key=row[20] if len(row) > 20 else None,
     )

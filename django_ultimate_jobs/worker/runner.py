@@ -41,7 +41,13 @@ from ..conf import jobs_settings
 from ..context import CancellationToken
 from ..drivers import get_driver
 from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
-from ..errors import Draining, JobConcurrencyUnenforceable, JobLeaseLost, JobTimeout
+from ..errors import (
+    Draining,
+    JobKeyBusy,
+    JobLeaseLost,
+    JobSlotLost,
+    JobTimeout,
+)
 from ..faults import AFTER_CLAIM_COMMIT, BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job, registered_jobs
 from ..signals import job_started
@@ -148,15 +154,17 @@ class Worker:
         self._keep_db = self.role("keep")
         handles = registered_jobs()
         self._drop_names = frozenset(h.name for h in handles if not h.retry.dead_letter)
-        capped = sorted(h.name for h in handles if h.concurrency is not None)
-        if capped:
-            # A cap that is declared but not enforced would be a silent lie:
-            # refuse to start (fleet-wide slots are not built yet).
-            raise JobConcurrencyUnenforceable(
-                f"jobs declare concurrency= but this version does not enforce it: "
-                f"{', '.join(capped)}",
-                meta={"jobs": capped},
-            )
+        # Rows of a job declaring concurrency= carry a lease key and are
+        # claimed only with a fleet-wide slot, by a second statement that a
+        # process declaring no limit never runs (its claim is unchanged). Any
+        # declared limit turns it on, whatever the job's queue: a queue can
+        # be chosen per enqueue (using(queue=...)).
+        self._capped = any(h.concurrency is not None for h in handles)
+        self._refuse_busy = frozenset(
+            h.name
+            for h in handles
+            if h.concurrency is not None and h.concurrency.when_busy == "fail"
+        )
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
 
@@ -183,6 +191,9 @@ class Worker:
         for attempt in claimed:
             if attempt.handle is None:
                 executions.append(self._park_unknown(attempt))
+                continue
+            if attempt.claimed.key_busy:
+                executions.append(self._refuse(attempt))
                 continue
             if not self._mark_started(attempt):
                 executions.append(_not_started(attempt))
@@ -375,6 +386,8 @@ class Worker:
         for attempt in claimed:
             if attempt.handle is None:
                 self._settles.put([self._park_unknown(attempt)])
+            elif attempt.claimed.key_busy:
+                self._settles.put([self._refuse(attempt)])
             elif attempt.claimed.start_recorded:
                 heads.append(attempt)
             else:
@@ -411,6 +424,8 @@ class Worker:
                 registry_ttl_ms=registry_ttl,
                 start_now=start_now,
                 retake=retake,
+                capped=self._capped,
+                refuse_busy=self._refuse_busy,
             )
         )
         if result.claimed:
@@ -440,6 +455,31 @@ class Worker:
         )
         logger.warning("jobs.worker.job-unknown", extra={"job": claimed.name})
         return Execution(claimed, "suspended", 0, None, nack=nack)
+
+    def _refuse(self, attempt: Attempt) -> Execution:
+        # when_busy="fail" and every live slot of the key is another job's
+        # (job_claim_busy): the row settles failed, its body never runs, the
+        # attempt is given back, and it is no dead letter (jobs retry
+        # re-queues it).
+        claimed = attempt.claimed
+        attempt.take_settlement()
+        error = JobKeyBusy(
+            f"another run of {claimed.name} holds its concurrency key; "
+            'when_busy="fail" refused this one without running it',
+            meta={"job": claimed.name},
+        )
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            error=error.render(),
+            counts_as_attempt=False,
+            fail=True,
+        )
+        logger.info(
+            "jobs.attempt.refused",
+            extra={"job": claimed.name, "job_id": str(claimed.id)},
+        )
+        return Execution(claimed, "refused", 0, attempt.handle, nack=nack, error=error)
 
     def _on_wake(self, queue_name: str) -> None:
         if not queue_name or queue_name in self.config.queues:
@@ -803,6 +843,8 @@ class Worker:
             for attempt in held:
                 if landed is not None and attempt.claimed.id in landed:
                     attempt.renewed = now
+                    if attempt.claimed.id in landed.slots_lost:
+                        self._lose_slot(attempt)
                 elif landed is not None or now - attempt.renewed >= visibility_s:
                     self._lose(attempt)
         if not self._keep_db.failing:
@@ -831,14 +873,23 @@ class Worker:
     def _lose(self, attempt: Attempt) -> None:
         if attempt.settled:
             return
-        logger.error(
-            "jobs.lease.lost",
-            extra={"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)},
-        )
+        logger.error("jobs.lease.lost", extra=_job_extra(attempt))
         attempt.token.cancel(
             JobLeaseLost(
                 "this worker no longer holds the job (cancelled or re-claimed)"
             )
+        )
+
+    def _lose_slot(self, attempt: Attempt) -> None:
+        # The row is still ours but its fleet-wide slot lapsed (a stall past
+        # the visibility timeout) or was taken: stop the body, so the cap
+        # holds. It settles through the ordinary failure path (retried).
+        if attempt.settled:
+            return
+        logger.error("jobs.worker.slot-lost", extra=_job_extra(attempt))
+        name = attempt.claimed.name
+        attempt.token.cancel(
+            JobSlotLost(f"the fleet-wide slot of {name} lapsed or was taken")
         )
 
     def _announce(self, busy: bool) -> None:
@@ -1058,6 +1109,10 @@ def _not_started(attempt: Attempt) -> Execution:
     # lapses, and that lapse is not charged (its start was never recorded).
     attempt.take_settlement()
     return Execution(attempt.claimed, "lost", 0, attempt.handle)
+
+
+def _job_extra(attempt: Attempt) -> dict[str, str]:
+    return {"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)}
 
 
 def _log_receiver_errors(signal_name: str, answers: list[tuple[Any, Any]]) -> None:

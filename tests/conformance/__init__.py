@@ -9,4 +9,5 @@ pytest.register_assert_rewrite(
     "django_ultimate_jobs.testing.conformance_operator",
     "django_ultimate_jobs.testing.conformance_bulk",
     "django_ultimate_jobs.testing.conformance_cron",
+    "django_ultimate_jobs.testing.conformance_limits",
 )
