@@ -160,6 +160,12 @@ class Worker:
         # declared limit turns it on, whatever the job's queue: a queue can
         # be chosen per enqueue (using(queue=...)).
         self._capped = any(h.concurrency is not None for h in handles)
+        if self._capped:
+            # A slot freed by a settle elsewhere, or by a dead holder's lease
+            # passing, sends no NOTIFY: rows waiting for it are found by
+            # polling, so a proven wake must not stretch the idle wait to
+            # WOKEN_IDLE_POLL_MAX (a lapsed slot came back 5 s late).
+            self.backoff.woken_ceiling_s = self.backoff.ceiling_s
         self._refuse_busy = frozenset(
             h.name
             for h in handles
