@@ -215,10 +215,17 @@ class ClaimOptions:
     started: the worker hands them to idle slots at once. A lapse charges an
     attempt only when its start was recorded, so jobs held ahead lose
     nothing to a crash."""
-    capped: bool = False
-    """Also claim rows carrying a concurrency key (``job(concurrency=...)``),
-    each only with a free fleet-wide slot of its key. False: capped rows are
-    left to workers that ask (the uncapped claim is unchanged)."""
+    capped: int = 0
+    """Also claim up to this many rows carrying a concurrency key
+    (``job(concurrency=...)``), each only with a free fleet-wide slot of its
+    key (within ``limit``); the first ``start_now`` are recorded started, as
+    the ordinary claim records its rows. 0: capped rows are left alone (the
+    uncapped claim runs exactly as for a worker that declares no limit)."""
+    uncapped: bool = True
+    """Claim rows without a concurrency key too (the ordinary claim). A
+    capped worker whose last claim found none leaves it out until a wake or
+    a poll interval passes: the claim of a queue of capped rows was two
+    statements per run (see ``Worker._uncapped_due``)."""
     refuse_busy: frozenset[str] = field(default_factory=frozenset)
     """Job names declared ``when_busy="fail"``: a due row of one whose key's
     live slots are all held by OTHER jobs is claimed as ``key_busy``, to be

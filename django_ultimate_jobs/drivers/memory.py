@@ -207,22 +207,21 @@ class MemoryDriver(MemoryCron):
                     row
                     for row in claimable
                     if row.state == JobState.RUNNING
-                    and (options.capped or _exhausted(row) or not row.concurrency_key)
+                    and _wanted(row, options, lapsed=True)
                 ),
                 key=JobRow.claim_order,
             )
             waiting = (
                 row
                 for row in claimable
-                if row.state != JobState.RUNNING
-                and (options.capped or not row.concurrency_key)
+                if row.state != JobState.RUNNING and _wanted(row, options, lapsed=False)
             )
             # In claim order until the limit: a capped row without a free
             # slot of its key is passed over (not claimed, no attempt spent).
             picked = sorted([*waiting, *lapsed], key=JobRow.claim_order)
             claimed: list[ClaimedJob] = []
             buried: list[JobRecord] = []
-            heads = 0
+            heads = slots_taken = 0
             for row in picked:
                 if len(claimed) + len(buried) >= options.limit:
                     break
@@ -235,6 +234,8 @@ class MemoryDriver(MemoryCron):
                     continue
                 busy = False
                 if row.concurrency_key is not None:
+                    if slots_taken >= options.capped:
+                        continue
                     slot = self._slots.take(
                         row.concurrency_key,
                         row.concurrency_limit or 1,
@@ -250,6 +251,8 @@ class MemoryDriver(MemoryCron):
                         )
                         if not busy:
                             continue
+                    else:
+                        slots_taken += 1
                 if retaken:
                     # A lapsed lease re-taken: the dead attempt gets its entry.
                     row.add_history(
@@ -706,6 +709,17 @@ class MemoryDriver(MemoryCron):
         # back into the driver (a worker loop claiming at once).
         for queue in dict.fromkeys(queues):
             wake_hub.notify(queue)
+
+
+def _wanted(row: JobRow, options: ClaimOptions, *, lapsed: bool) -> bool:
+    # Which claim takes the row: the capped one (options.capped) a row with
+    # a concurrency key, the ordinary one (options.uncapped) the rest and
+    # every exhausted lapse (burial needs no slot).
+    if lapsed and _exhausted(row):
+        return options.uncapped
+    if row.concurrency_key is not None:
+        return options.capped > 0
+    return options.uncapped
 
 
 def _exhausted(row: JobRow) -> bool:

@@ -295,21 +295,21 @@ class PostgresDriver(PostgresCron):
     def claim(self, options: ClaimOptions) -> ClaimResult:
         """Claim due jobs; re-take lapsed leases; bury lapsed final attempts.
 
-        With ``options.capped``, rows carrying a concurrency key are claimed
-        first, each with a fleet-wide slot (``job_claim_capped``), then the
-        ``when_busy="fail"`` refusals (``job_claim_busy``), then the rest of
-        the limit goes to the uncapped claim, which runs exactly as for a
-        worker that declares no limit. Capped first: their number is bounded
-        by the slots, so they cannot starve the uncapped rows, while an
-        uncapped backlog would starve them.
+        With ``options.capped``, up to that many rows carrying a concurrency
+        key are claimed first, each with a fleet-wide slot
+        (``job_claim_capped``, the first ``start_now`` recorded started), then the ``when_busy="fail"`` refusals
+        (``job_claim_busy``), then the rest of the limit goes to the uncapped
+        claim, which runs exactly as for a worker that declares no limit.
+        Capped first: their number is bounded by the slots, so they cannot
+        starve the uncapped rows, while an uncapped backlog would starve them.
         """
         if not options.queues:
             raise ClaimQueuesEmpty("a claim named no queue")
         if options.limit <= 0:
             return ClaimResult([], [])
-        capped = self._claim_capped(options) if options.capped else []
+        capped = self._claim_capped(options) if options.capped > 0 else []
         limit = options.limit - len(capped)
-        if limit <= 0 and options.registry_ttl_ms is None:
+        if (limit <= 0 or not options.uncapped) and options.registry_ttl_ms is None:
             return ClaimResult(capped, [])
         started = sum(1 for job in capped if job.start_recorded)
         retake = options.limit if options.retake is None else options.retake
@@ -317,7 +317,7 @@ class PostgresDriver(PostgresCron):
             "job_claim",
             {
                 "queues": list(options.queues),
-                "limit": max(limit, 0),
+                "limit": max(limit, 0) if options.uncapped else 0,
                 "worker": options.worker_id,
                 "visibility_ms": options.visibility_ms,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
@@ -352,22 +352,23 @@ class PostgresDriver(PostgresCron):
             "worker": options.worker_id,
             "visibility_ms": options.visibility_ms,
         }
+        limit = min(options.capped, options.limit)
         rows = self._rows(
             "job_claim_capped",
             {
                 **params,
+                "limit": limit,
                 "keys": CAPPED_KEYS_PER_CLAIM,
+                "start_now": options.start_now,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
-                "start_now": options.start_now,
-                "retake": options.limit if options.retake is None else options.retake,
             },
         )
         # UPDATE ... RETURNING answers in the order it found the rows: claim
         # order again (priority desc, run_at, id), as job_claim sorts.
         rows.sort(key=lambda row: (-row[8], row[19], row[0]))
         claimed = [_claimed(row) for row in rows]
-        room = options.limit - len(claimed)
+        room = limit - len(claimed)
         if options.refuse_busy and room > 0:
             refused = self._rows(
                 "job_claim_busy",

@@ -116,7 +116,7 @@ class Lane:
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
             retake=retake,
-            capped=capped,
+            capped=limit if capped else 0,
             refuse_busy=refuse_busy,
         )
         return self.driver.claim(options)

@@ -171,6 +171,8 @@ class Worker:
             for h in handles
             if h.concurrency is not None and h.concurrency.when_busy == "fail"
         )
+        self._uncapped_after = 0.0
+        """Monotonic time before which a capped worker skips the uncapped claim."""
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
 
@@ -328,8 +330,17 @@ class Worker:
             limit = min(free, self.config.claim_batch)
             self._claim_db.refresh()
             try:
+                capped = self._capped_room()
+                uncapped = self._uncapped_due()
+                if not uncapped and capped == 0:
+                    self._pause(self.config.poll_ms / 1000)
+                    continue
                 claimed, buried = self._claim(
-                    limit, start_now=self._idle_heads(limit), retake=self._retake()
+                    limit,
+                    start_now=self._idle_heads(limit),
+                    retake=self._retake(),
+                    capped=capped,
+                    uncapped=uncapped,
                 )
             except Exception as error:
                 if not self._claim_db.failed(error):
@@ -373,10 +384,39 @@ class Worker:
         # queued), and no more than the chunks a full claim makes. The claim
         # records those as started; the rest are held ahead, and a crash
         # before they start costs them no attempt.
+        return min(self._idle_slots(), -(-limit // self._chunk_size(limit)))
+
+    def _uncapped_due(self) -> bool:
+        # See _claim: a capped worker whose last claim found no uncapped row
+        # skips that statement for a poll interval or until a wake.
+        return time.monotonic() >= self._uncapped_after
+
+    def _capped_room(self) -> int:
+        # Capped rows hold their fleet-wide slot from the claim, so one held
+        # here waiting for a thread keeps its key from every other worker:
+        # at most one row per thread ahead, and only while jobs are short
+        # (one claim per run was the capped fleet's bottleneck in
+        # bench/limits.py; a long job gains nothing from being held ahead).
+        if not self._capped:
+            return 0
+        ahead = self.config.concurrency if self._mean_ms < SHORT_JOB_MS else 0
+        held_ahead = self._held_ahead()
+        room = max(0, self._idle_slots() + ahead - held_ahead)
+        # While threads have rows queued, claim when half the ahead room is
+        # free, not per settled run (a claim per run was the bottleneck).
+        if held_ahead > 0 and room < max(1, ahead // 2):
+            return 0
+        return room
+
+    def _held_ahead(self) -> int:
         with self._lock:
             busy = len(self._held) - len(self._ran) + self._stuck
-        idle = max(0, self.config.concurrency - busy)
-        return min(idle, -(-limit // self._chunk_size(limit)))
+        return max(0, busy - self.config.concurrency)
+
+    def _idle_slots(self) -> int:
+        with self._lock:
+            busy = len(self._held) - len(self._ran) + self._stuck
+        return max(0, self.config.concurrency - busy)
 
     def _retake(self) -> int:
         # One suspect (a re-taken lapsed lease) held at a time: suspects run
@@ -414,8 +454,16 @@ class Worker:
             self._slots.put(item)
 
     def _claim(
-        self, limit: int, *, start_now: int = 0, retake: int | None = None
+        self,
+        limit: int,
+        *,
+        start_now: int = 0,
+        retake: int | None = None,
+        capped: int | None = None,
+        uncapped: bool = True,
     ) -> tuple[list[Attempt], list[Any]]:
+        # capped: how many rows carrying a concurrency key to claim, each
+        # with its fleet-wide slot (None: up to the limit, the inline tick).
         registry_ttl = None
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
@@ -430,10 +478,17 @@ class Worker:
                 registry_ttl_ms=registry_ttl,
                 start_now=start_now,
                 retake=retake,
-                capped=self._capped,
+                capped=(limit if capped is None else capped) if self._capped else 0,
+                uncapped=uncapped,
                 refuse_busy=self._refuse_busy,
             )
         )
+        if self._capped and uncapped and len(result.claimed) < limit:
+            # The claim had room and no uncapped row came back: the next
+            # claims leave the ordinary statement out for a poll interval, or
+            # until a wake (a NOTIFY on enqueue) says a row came.
+            if all(c.concurrency_key is not None for c in result.claimed):
+                self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -489,6 +544,7 @@ class Worker:
 
     def _on_wake(self, queue_name: str) -> None:
         if not queue_name or queue_name in self.config.queues:
+            self._uncapped_after = 0.0
             self.backoff.reset()
             self._wake.set()
 

@@ -310,39 +310,47 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 
 
 -- name: job_claim_capped
--- Claim due rows that carry a concurrency key, each only together with a
--- fleet-wide slot of its key: a row whose key is full is not claimed and
--- spends no attempt. Run beside job_claim (which leaves these rows out) by
--- workers whose registry declares concurrency=, never by the others.
+-- Claim up to %(limit)s due rows that carry a concurrency key, each only
+-- together with a fleet-wide slot of its key: a row whose key is full is not
+-- claimed and spends no attempt. Run beside job_claim (which leaves these
+-- rows out) by workers whose registry declares concurrency=, for their idle
+-- slots only (never by the others).
 --
 -- Keys are found by a skip scan of uj_job_capped_ready_idx (one probe per
 -- key with ready rows, at most %(keys)s keys a claim): a full key is
--- stepped over, its backlog never read. Per key, up to its free room of the
--- best rows is locked (SKIP LOCKED, like job_claim); due delayed/suspended
--- rows and lapsed running rows of capped jobs join them (lapsed ones take
--- a slot like fresh ones; an exhausted lapse is buried by job_claim). Each
--- key's candidates are paired with its lowest slots not held by an
+-- stepped over, its backlog never read. Per key, the best rows up to its
+-- free room are READ (heads: no lock); of those, %(limit)s are picked, the
+-- highest priority first and at random among equals, and only they are
+-- locked (SKIP LOCKED, state re-checked): locking every key's head cost a
+-- heap write per key per claim, and workers that all picked the same
+-- oldest heads skipped each other's locks and claimed nothing (bench/limits.py
+-- measured both). Order across keys is therefore not FIFO; within a key the
+-- slots go in claim order. Due delayed/suspended rows and lapsed running
+-- rows of capped jobs (late) join them; a lapsed row takes a slot like a
+-- fresh one (an exhausted lapse is buried by job_claim).
+--
+-- Each key's candidates are paired with its lowest slots not held by an
 -- unexpired lease (slot numbers below live + candidates suffice: at most
--- `live` of them are taken), the pairs are inserted into the lease table
--- in (key, slot) order (one order for every claim, so two claims never
--- wait on each other in a cycle), a conflict taking over only an expired
--- slot, and only the rows whose slot insert landed are updated to running.
--- A claim that lost a race for a slot claims nothing for it: at worst one
--- poll's delay, never one run too many. Holder = '<worker>:<job id>', the
--- lease TTL is the worker's visibility, every grant a new fence number.
+-- `live` of them are taken), the pairs are inserted into the lease table in
+-- (key, slot) order (one order for every claim, so two claims never wait on
+-- each other in a cycle), a conflict taking over only an expired slot, and
+-- only the rows whose slot insert landed are updated to running. A claim
+-- that lost a race for a slot claims nothing for it: at worst one poll's
+-- delay, never one run too many. Holder = '<worker>:<job id>', the lease
+-- TTL is the worker's visibility, every grant a new fence number.
 --
--- A row of a %(refuse)s job (when_busy="fail") whose key's live slots are
--- all held by OTHER jobs (at least its limit of them) is claimed without a
--- slot and answered busy: the worker settles it failed (X_JOB_KEY_BUSY,
--- attempt given back) without running it. Its own earlier claim holding
--- the key (a lapse, a retry) is no evidence: it waits instead.
---
--- Attempt, history and started_claim are written as job_claim writes them.
+-- Attempt, history and started_claim are written as job_claim writes them
+-- (the first %(start_now)s fresh rows recorded started; rows held ahead
+-- are not, so a crash charges them nothing). Due
+-- delayed/suspended and lapsed rows are taken in no particular order
+-- (they are few). CTEs referenced
+-- once are left to the planner (the statement sits near the 4 KB limit).
 WITH RECURSIVE clock AS MATERIALIZED (
-    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now,
+           %(visibility_ms)s * interval '1 ms' AS v
 ), open AS MATERIALIZED (
-    SELECT array_agg(q) AS names FROM unnest(%(queues)s::text[]) q
-     WHERE NOT EXISTS (SELECT FROM ultimate_jobs_queue_pause p WHERE p.kind = 'queue' AND p.name = q)
+    SELECT array_agg(q) AS n FROM unnest(%(queues)s::text[]) q
+     WHERE q NOT IN (SELECT name FROM ultimate_jobs_queue_pause WHERE kind = 'queue')
 ), keys AS (
     SELECT '' AS k, 0 AS lim
     UNION ALL
@@ -350,32 +358,37 @@ WITH RECURSIVE clock AS MATERIALIZED (
            SELECT j.concurrency_key, j.concurrency_limit FROM ultimate_jobs_job j
             WHERE j.state = 'ready' AND j.concurrency_key > keys.k ORDER BY 1 LIMIT 1) n
 ), late AS MATERIALIZED (
-    SELECT j.id, j.name, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit,
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit,
            (j.state = 'running')::int
       FROM ultimate_jobs_job j, clock c, open o
-     WHERE j.state IN ('delayed', 'suspended', 'running')
-       AND j.concurrency_key IS NOT NULL AND j.queue = ANY(o.names)
-       AND CASE WHEN j.state = 'running'
-                THEN j.visible_at <= c.now
-                     AND (j.attempt < j.max_attempts OR j.started_claim <> j.claims)
-                ELSE j.run_at <= c.now END
-     ORDER BY j.run_at, j.id LIMIT %(limit)s
+     WHERE j.state IN ('delayed','suspended','running')
+       AND j.concurrency_key IS NOT NULL AND j.queue = ANY(o.n)
+       AND coalesce(j.visible_at, j.run_at) <= c.now
+       AND (j.state <> 'running' OR j.attempt < j.max_attempts OR j.started_claim <> j.claims)
+     LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
-), pool AS MATERIALIZED (
+), heads AS (
+    SELECT w.*
+      FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
+           SELECT j.id, j.priority, j.run_at FROM ultimate_jobs_job j
+            WHERE j.state = 'ready' AND j.concurrency_key = r.k
+              AND j.queue = ANY(o.n) AND j.run_at <= c.now
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT greatest(0, least(%(limit)s, r.lim - (
+                      SELECT count(*) FROM ultimate_jobs_lease l
+                       WHERE l.lease_key = r.k AND l.expires_at > c.now)))) w
+), fresh AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k,
+           j.concurrency_limit AS lim, 0 AS lapsed
+      FROM ultimate_jobs_job j
+     WHERE j.id = ANY(ARRAY(SELECT id FROM heads ORDER BY priority DESC, random()
+                             LIMIT %(limit)s))
+       AND j.state = 'ready'
+       FOR UPDATE OF j SKIP LOCKED
+), pool AS (
     SELECT u.*, row_number() OVER (PARTITION BY k ORDER BY lapsed DESC, priority DESC, run_at, id) AS rn
-      FROM (SELECT w.* FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
-                   SELECT j.id, j.name, j.priority, j.run_at, j.concurrency_key AS k,
-                          j.concurrency_limit AS lim, 0 AS lapsed
-                     FROM ultimate_jobs_job j
-                    WHERE j.state = 'ready' AND j.concurrency_key = r.k
-                      AND j.queue = ANY(o.names) AND j.run_at <= c.now
-                    ORDER BY j.priority DESC, j.run_at, j.id
-                    LIMIT greatest(0, least(%(limit)s, r.lim - (
-                              SELECT count(*) FROM ultimate_jobs_lease l
-                               WHERE l.lease_key = r.k AND l.expires_at > c.now)))
-                      FOR UPDATE OF j SKIP LOCKED) w
-            UNION ALL SELECT * FROM late) u
-), slots AS MATERIALIZED (
+      FROM (SELECT * FROM fresh UNION ALL SELECT * FROM late) u
+), slots AS (
     SELECT f.k, s, f.lim - f.live AS room, row_number() OVER (PARTITION BY f.k ORDER BY s) AS rn
       FROM (SELECT k, c.now, max(lim) AS lim, count(*) AS want, (
                    SELECT count(*) FROM ultimate_jobs_lease l
@@ -384,21 +397,21 @@ WITH RECURSIVE clock AS MATERIALIZED (
            generate_series(0, least(f.lim, f.live + f.want) - 1) s
      WHERE NOT EXISTS (SELECT FROM ultimate_jobs_lease l
                         WHERE l.lease_key = f.k AND l.slot = s AND l.expires_at > f.now)
-), pair AS MATERIALIZED (
-    SELECT p.id, p.k, s.s AS slot, p.lapsed, p.priority, p.run_at
+), pair AS (
+    SELECT p.id, p.k, s.s AS slot, p.lapsed
       FROM pool p JOIN slots s ON s.k = p.k AND s.rn = p.rn AND s.rn <= s.room
      ORDER BY p.priority DESC, p.run_at, p.id LIMIT %(limit)s
 ), took AS (
     INSERT INTO ultimate_jobs_lease AS l (lease_key, slot, holder, fence, expires_at)
     SELECT p.k, p.slot, %(worker)s || ':' || p.id, nextval('ultimate_jobs_lease_fence'),
-           c.now + %(visibility_ms)s * interval '1 ms'
+           c.now + c.v
       FROM pair p, clock c ORDER BY p.k, p.slot
     ON CONFLICT (lease_key, slot) DO UPDATE
        SET holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at
-     WHERE l.expires_at <= excluded.expires_at - %(visibility_ms)s * interval '1 ms'
+     WHERE l.expires_at <= (SELECT now FROM clock)
     RETURNING l.lease_key, l.slot
-), won AS MATERIALIZED (
-    SELECT p.* FROM pair p JOIN took g ON g.lease_key = p.k AND g.slot = p.slot
+), won AS (
+    SELECT p.id, p.lapsed FROM pair p JOIN took g ON (g.lease_key, g.slot) = (p.k, p.slot)
 )
 UPDATE ultimate_jobs_job
    SET state = 'running', claims = claims + 1,
@@ -409,19 +422,18 @@ UPDATE ultimate_jobs_job
                            CASE WHEN started_claim = claims THEN %(relapsed_error)s::text
                                 ELSE %(unstarted_error)s END)
                       ELSE history END,
-       started_claim = CASE WHEN id = ANY(ARRAY(
-                                SELECT id FROM won WHERE lapsed = 0
-                                 ORDER BY priority DESC, run_at, id LIMIT %(start_now)s))
+       started_claim = CASE WHEN id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 0
+                                                LIMIT %(start_now)s))
                             THEN claims + 1 ELSE started_claim END,
        claimed_by = %(worker)s, claimed_at = c.now, updated_at = c.now,
-       visible_at = c.now + %(visibility_ms)s * interval '1 ms'
+       visible_at = c.now + c.v
   FROM clock c
  WHERE id = ANY(ARRAY(SELECT id FROM won))
 RETURNING id, name, queue, input, idempotency_key, run_id,
           attempt, max_attempts, priority, state, tenant_id, claimed_by,
           claims, visible_at, enqueued_by, traceparent, claimed_at,
-          id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 1)),
-          started_claim = claims, run_at, concurrency_key;
+          id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 1)), started_claim = claims, run_at,
+          concurrency_key;
 
 
 -- name: job_claim_busy
