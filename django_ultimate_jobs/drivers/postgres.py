@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
@@ -77,8 +78,12 @@ _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
 MAX_WORKER_IN_FLIGHT = 100
-CAPPED_KEYS_PER_CLAIM = 1_000
-"""Keys with ready rows one capped claim visits at most (one index probe each)."""
+CAPPED_KEYS_PER_ROW = 4
+"""Keys with ready rows a capped claim visits per row it wants (a probe each)..."""
+CAPPED_KEYS_MIN = 16
+"""... and at least this many."""
+CAPPED_LATE_INTERVAL_S = 0.25
+"""How often a busy capped worker looks for due delayed and lapsed capped rows."""
 
 
 class PostgresDriver(PostgresCron):
@@ -103,6 +108,10 @@ class PostgresDriver(PostgresCron):
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
         self._generic_plan_threads: set[int] = set()
+        self._capped_after: dict[str, str] = {}
+        """Per worker id: the key its next capped claim's key scan starts after."""
+        self._capped_late_at: dict[str, float] = {}
+        """Per worker id: when its next claim runs job_claim_capped_late."""
 
     def use_generic_plans_in_this_thread(self) -> None:
         """Plan this thread's prepared statements generically (the claim loop).
@@ -353,21 +362,32 @@ class PostgresDriver(PostgresCron):
             "visibility_ms": options.visibility_ms,
         }
         limit = min(options.capped, options.limit)
-        rows = self._rows(
-            "job_claim_capped",
-            {
-                **params,
-                "limit": limit,
-                "keys": CAPPED_KEYS_PER_CLAIM,
-                "start_now": options.start_now,
-                "relapsed_error": LEASE_LAPSED_RECLAIMED,
-                "unstarted_error": LEASE_LAPSED_UNSTARTED,
-            },
-        )
-        # UPDATE ... RETURNING answers in the order it found the rows: claim
-        # order again (priority desc, run_at, id), as job_claim sorts.
-        rows.sort(key=lambda row: (-row[8], row[19], row[0]))
-        claimed = [_claimed(row) for row in rows]
+        # The key scan takes turns around the keys (see job_claim_capped):
+        # after the last key this worker's previous claim took, and from the
+        # first key again when that came up short.
+        after = self._capped_after.get(options.worker_id, "")
+        claimed = self._capped_rows(params, limit, options.start_now, after)
+        if len(claimed) < limit and after:
+            claimed += self._capped_rows(
+                params,
+                limit - len(claimed),
+                max(options.start_now - len(claimed), 0),
+                "",
+            )
+        taken = [job.concurrency_key or "" for job in claimed]
+        self._capped_after[options.worker_id] = max(taken, default="")
+        if len(claimed) < limit and self._late_due(options.worker_id, not claimed):
+            claimed += self._capped_rows(
+                {
+                    **params,
+                    "retake": options.limit
+                    if options.retake is None
+                    else options.retake,
+                },
+                limit - len(claimed),
+                max(options.start_now - len(claimed), 0),
+                None,
+            )
         room = limit - len(claimed)
         if options.refuse_busy and room > 0:
             refused = self._rows(
@@ -376,6 +396,39 @@ class PostgresDriver(PostgresCron):
             )
             claimed += [replace(_claimed(row), key_busy=True) for row in refused]
         return claimed
+
+    def _late_due(self, worker_id: str, found_nothing: bool) -> bool:
+        # job_claim_capped_late reads rows that are rarely there: on a claim
+        # that found nothing else, or once per CAPPED_LATE_INTERVAL_S.
+        now = time.monotonic()
+        if found_nothing or now >= self._capped_late_at.get(worker_id, 0.0):
+            self._capped_late_at[worker_id] = now + CAPPED_LATE_INTERVAL_S
+            return True
+        return False
+
+    def _capped_rows(
+        self, params: dict[str, Any], limit: int, start_now: int, after: str | None
+    ) -> list[ClaimedJob]:
+        # after None: the late statement (timers and lapses), else the key scan.
+        scan = {
+            "keys": max(CAPPED_KEYS_MIN, limit * CAPPED_KEYS_PER_ROW),
+            "after": after,
+        }
+        rows = self._rows(
+            "job_claim_capped" if after is not None else "job_claim_capped_late",
+            {
+                **params,
+                **(scan if after is not None else {}),
+                "limit": limit,
+                "start_now": start_now,
+                "relapsed_error": LEASE_LAPSED_RECLAIMED,
+                "unstarted_error": LEASE_LAPSED_UNSTARTED,
+            },
+        )
+        # UPDATE ... RETURNING answers in the order it found the rows: claim
+        # order again (priority desc, run_at, id), as job_claim sorts.
+        rows.sort(key=lambda row: (-row[8], row[19], row[0]))
+        return [_claimed(row) for row in rows]
 
     def ack(self, request: AckRequest) -> bool:
         """Settle one successful attempt; True if it landed."""

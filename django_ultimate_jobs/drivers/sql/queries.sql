@@ -317,8 +317,11 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 -- slots only (never by the others).
 --
 -- Keys are found by a skip scan of uj_job_capped_ready_idx (one probe per
--- key with ready rows, at most %(keys)s keys a claim): a full key is
--- stepped over, its backlog never read. Per key, the best rows up to its
+-- key with ready rows): a full key is stepped over, its backlog never read.
+-- The scan starts after %(after)s and visits at most %(keys)s keys (a few
+-- per row wanted): the driver starts each claim after the last key the
+-- previous one took, and from the first key again when that came up short,
+-- so claims take turns around the keys instead of all reading every key. Per key, the best rows up to its
 -- free room are READ (heads: no lock); of those, %(limit)s are picked, the
 -- highest priority first and at random among equals, and only they are
 -- locked (SKIP LOCKED, state re-checked): locking every key's head cost a
@@ -351,22 +354,12 @@ WITH RECURSIVE clock AS MATERIALIZED (
 ), open AS MATERIALIZED (
     SELECT array_agg(q) AS n FROM unnest(%(queues)s::text[]) q
      WHERE q NOT IN (SELECT name FROM ultimate_jobs_queue_pause WHERE kind = 'queue')
-), keys AS (
-    SELECT '' AS k, 0 AS lim
+), keys(k, lim) AS (
+    SELECT %(after)s::text, 0
     UNION ALL
     SELECT n.* FROM keys, LATERAL (
            SELECT j.concurrency_key, j.concurrency_limit FROM ultimate_jobs_job j
             WHERE j.state = 'ready' AND j.concurrency_key > keys.k ORDER BY 1 LIMIT 1) n
-), late AS MATERIALIZED (
-    SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit,
-           (j.state = 'running')::int
-      FROM ultimate_jobs_job j, clock c, open o
-     WHERE j.state IN ('delayed','suspended','running')
-       AND j.concurrency_key IS NOT NULL AND j.queue = ANY(o.n)
-       AND coalesce(j.visible_at, j.run_at) <= c.now
-       AND (j.state <> 'running' OR j.attempt < j.max_attempts OR j.started_claim <> j.claims)
-     LIMIT %(limit)s
-       FOR UPDATE OF j SKIP LOCKED
 ), heads AS (
     SELECT w.*
       FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
@@ -386,8 +379,55 @@ WITH RECURSIVE clock AS MATERIALIZED (
        AND j.state = 'ready'
        FOR UPDATE OF j SKIP LOCKED
 ), pool AS (
+    SELECT f.*, row_number() OVER (PARTITION BY k ORDER BY priority DESC, run_at, id) AS rn
+      FROM fresh f
+@capped_grant;
+
+
+-- name: job_claim_capped_late
+-- The capped rows job_claim_capped does not read: due delayed/suspended rows
+-- (through the timer index) and lapsed running ones (through the lease
+-- index; at most %(retake)s, an exhausted lapse left to job_claim's
+-- burial), each taken only with a slot of its key, exactly as that
+-- statement takes them (the shared capped_grant tail). Few rows are ever
+-- here, so the driver runs it at most every CAPPED_LATE_INTERVAL_S per
+-- worker rather than on every claim: a due delayed capped row, or a
+-- dead holder's job, starts that much later at worst.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now,
+           %(visibility_ms)s * interval '1 ms' AS v
+), open AS MATERIALIZED (
+    SELECT array_agg(q) AS n FROM unnest(%(queues)s::text[]) q
+     WHERE q NOT IN (SELECT name FROM ultimate_jobs_queue_pause WHERE kind = 'queue')
+), timers AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k, j.concurrency_limit AS lim,
+           0 AS lapsed
+      FROM ultimate_jobs_job j, clock c, open o
+     WHERE j.state IN ('delayed', 'suspended') AND j.queue = ANY(o.n)
+       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL
+     ORDER BY j.run_at, j.id
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED
+), lapsed AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit, 1
+      FROM ultimate_jobs_job j, clock c, open o
+     WHERE j.state = 'running' AND j.visible_at <= c.now AND j.queue = ANY(o.n)
+       AND j.concurrency_key IS NOT NULL
+       AND (j.attempt < j.max_attempts OR j.started_claim <> j.claims)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT %(retake)s
+       FOR UPDATE OF j SKIP LOCKED
+), pool AS (
     SELECT u.*, row_number() OVER (PARTITION BY k ORDER BY lapsed DESC, priority DESC, run_at, id) AS rn
-      FROM (SELECT * FROM fresh UNION ALL SELECT * FROM late) u
+      FROM (SELECT * FROM timers UNION ALL SELECT * FROM lapsed) u
+@capped_grant;
+
+
+-- fragment: capped_grant
+-- The tail of job_claim_capped and job_claim_capped_late, after their pool
+-- CTE (id, priority, run_at, k, lim, lapsed, rn: candidates numbered in
+-- claim order per key): pair them with free slots, insert the slots, and
+-- update the rows whose slot landed to running (see job_claim_capped).
 ), slots AS (
     SELECT f.k, s, f.lim - f.live AS room, row_number() OVER (PARTITION BY f.k ORDER BY s) AS rn
       FROM (SELECT k, c.now, max(lim) AS lim, count(*) AS want, (
@@ -433,7 +473,7 @@ RETURNING id, name, queue, input, idempotency_key, run_id,
           attempt, max_attempts, priority, state, tenant_id, claimed_by,
           claims, visible_at, enqueued_by, traceparent, claimed_at,
           id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 1)), started_claim = claims, run_at,
-          concurrency_key;
+          concurrency_key
 
 
 -- name: job_claim_busy
