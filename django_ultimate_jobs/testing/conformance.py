@@ -63,6 +63,7 @@ from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
 from .conformance_leases import LeaseConformance
+from .conformance_limits import LimitsConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -104,6 +105,8 @@ class Lane:
         registry_ttl_ms: int | None = None,
         start_now: int = 0,
         retake: int | None = None,
+        capped: bool = False,
+        refuse_busy: frozenset[str] = frozenset(),
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -115,6 +118,8 @@ class Lane:
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
             retake=retake,
+            capped=limit if capped else 0,
+            refuse_busy=refuse_busy,
         )
         return self.driver.claim(options)
 
@@ -177,7 +182,7 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance, LeaseConformance):
+class DriverConformance(OperatorConformance, LeaseConformance, LimitsConformance):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture
