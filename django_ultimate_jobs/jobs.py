@@ -358,10 +358,11 @@ class BoundEnqueue:
     def request(self, given: Mapping[str, Any]) -> EnqueueRequest:
         """Validate ``given`` and build the driver request (nothing written)."""
         handle, options = self.handle, self.options
-        handle.check_input(given)
+        text = handle.check_input(given)
         return EnqueueRequest(
             name=handle.name,
             input=given,
+            input_json=text,
             queue=options.queue or handle.queue,
             idempotency_key=options.idempotency_key
             or handle.idempotency_key_for(given),

@@ -90,6 +90,10 @@ class EnqueueRequest:
     on_conflict: Literal["dedupe", "error"] = "dedupe"
     enqueued_by: str | None = None
     traceparent: str | None = None
+    input_json: str | None = None
+    """``input`` as the compact JSON text the enqueue's checks already made
+    (``validation.json_text``), so a driver storing text does not encode it
+    again; ``None`` = the driver encodes ``input``. Must be that text."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,7 @@ _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
 MAX_WORKER_IN_FLIGHT = 100
+_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
 
 
 class PostgresDriver(PostgresCron):
@@ -99,6 +100,7 @@ class PostgresDriver(PostgresCron):
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
         self._generic_plan_threads: set[int] = set()
+        self._local = threading.local()
 
     def use_generic_plans_in_this_thread(self) -> None:
         """Plan this thread's prepared statements generically (the claim loop).
@@ -143,14 +145,22 @@ class PostgresDriver(PostgresCron):
             # the SET is not rolled back with one.
             raw.execute("SET plan_cache_mode = force_generic_plan")
             _GENERIC_PLAN_CONNECTIONS.add(raw)
+        cursor = self._local.__dict__.get("cursor")
+        if cursor is None or cursor.connection is not raw:
+            # One cursor per thread and connection, kept: building one per
+            # statement (and its adapters map) was a tenth of an enqueue.
+            cursor = self._local.cursor = psycopg.Cursor(raw)
         try:
-            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+            with connection.wrap_database_errors:
                 cursor.execute(
                     query(name),
                     {"now": self.clock.sql_now(), **params},
                     prepare=self.prepare and prepare,
                 )
-                if cursor.description is None:
+                # The result's status, not cursor.description: that builds a
+                # column object per column on every call.
+                result = cursor.pgresult
+                if result is None or result.status != _TUPLES_OK:
                     return []
                 return cursor.fetchall()
         except DatabaseError as error:
@@ -172,7 +182,7 @@ class PostgresDriver(PostgresCron):
             "run_id": run_id,
             "name": request.name,
             "queue": request.queue,
-            "input": _json(request.input),
+            "input": _input_text(request),
             "key": request.idempotency_key,
             "max_attempts": request.max_attempts,
             "priority": request.priority,
@@ -181,11 +191,12 @@ class PostgresDriver(PostgresCron):
             "tenant_id": request.tenant_id,
             "enqueued_by": request.enqueued_by,
             "traceparent": request.traceparent,
+            "caller_id": request.id is not None,
         }
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows("job_enqueue", params)
             if rows:
-                job_id, run_id, _notified, created_at = rows[0]
+                job_id, run_id, created_at, _notified = rows[0]
                 return Enqueued(job_id, run_id, False, created_at)
             if request.id is not None:
                 existing = self.get(request.id)
@@ -754,6 +765,14 @@ def _filter_params(where: JobFilter) -> dict[str, Any]:
         "created_to": where.created_to,
         "error_code": where.error_code,
     }
+
+
+def _input_text(request: EnqueueRequest) -> str:
+    """The input's jsonb text: the enqueue's checked JSON when it came along
+    (made exact for jsonb's numbers, a scan of the text), else encoded here."""
+    if request.input_json is not None:
+        return exact_floats(request.input_json)
+    return _json(request.input)
 
 
 def _key_of(request: EnqueueRequest) -> tuple[str, str, str]:
