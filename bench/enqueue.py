@@ -9,7 +9,7 @@ It (re)creates the database ``ultimate_jobs_bench`` on the server of
 ``DATABASE_URL``, migrates it with the test settings, then measures in one run:
 
 (a) ``enqueue()`` one job at a time in autocommit (N = 3,000);
-(b) ``enqueue()`` N times inside one ``transaction.atomic()``;
+(b) ``enqueue()`` N times, 300 inside each ``transaction.atomic()``;
 (c) ``enqueue_many()`` of 1,000 rows, 10 calls a run.
 
 The baseline inserts the same columns of the same table with plain
@@ -20,17 +20,20 @@ raw ways, one ``INSERT ... SELECT FROM unnest(...)``, ``executemany``
 ``synchronous_commit = off`` unless ``--synchronous-commit on``: with it on,
 every autocommit statement waits for a WAL flush, and on a shared disk that
 wait is most of both sides' time, which hides what the library costs.
-Rounds are interleaved (raw, ours, raw, ours...), the job table is truncated
-before every measured run, and each side's median rate and min-max are
-reported with the ratio ours/raw (of the medians, and its min-max over the
-rounds, each round's ours against the same round's raw), as a table on
-stdout and as JSON in ``bench/results/enqueue.json``.
+In a round the sides take turns, 300 rows (a) or one call (c) at a time,
+over a job table truncated at the start of the round; each side's median
+rate over the rounds and its min-max are reported with the ratio ours/raw
+(of the medians, and its min-max over the rounds, each round's ours against
+the same round's raw), and the CPU each side spent per row in this process
+and in its server backend, as a table on stdout and as JSON in
+``bench/results/enqueue.json``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -84,7 +87,7 @@ RAW_COPY = f"COPY ultimate_jobs_job ({COPY_COLUMNS}) FROM STDIN"
 TARGETS = {"single_autocommit": 0.5, "atomic": None, "enqueue_many": 0.4}
 LABELS = {
     "single_autocommit": "(a) enqueue() x N, autocommit",
-    "atomic": "(b) enqueue() x N, one atomic()",
+    "atomic": "(b) enqueue() x 300 per atomic()",
     "enqueue_many": "(c) enqueue_many() of {batch}",
 }
 
@@ -254,29 +257,20 @@ def backend_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def timed_rate(
-    run: Callable[[int], None], count: int, raw: Raw, pid: int
-) -> tuple[float, float, float | None]:
-    """One run over an empty table (the row count checked afterwards): rows
-    per second, and the client's and the server backend's CPU microseconds
-    per row (CPU time is what the other work on a shared host moves least)."""
-    raw.truncate()
+def timed(run: Callable[[int], None], count: int, pid: int) -> list[float]:
+    """One call of ``run``: wall seconds, this process's CPU seconds and the
+    server backend's (nan when unreadable). CPU time is what other work on a
+    shared host moves least."""
     server_before = backend_cpu(pid)
     client_before = time.process_time()
     started = time.perf_counter()
     run(count)
     elapsed = time.perf_counter() - started
-    client = (time.process_time() - client_before) / count * 1e6
+    client = time.process_time() - client_before
     server_after = backend_cpu(pid)
-    server = (
-        None
-        if server_before is None or server_after is None
-        else (server_after - server_before) / count * 1e6
-    )
-    written = raw.count()
-    if written != count:
-        raise SystemExit(f"a run wrote {written} rows, expected {count}")
-    return count / elapsed, client, server
+    if server_before is None or server_after is None:
+        return [elapsed, client, math.nan]
+    return [elapsed, client, server_after - server_before]
 
 
 Sample = tuple[float, float, float | None]
@@ -285,19 +279,45 @@ Sample = tuple[float, float, float | None]
 def measure(
     rounds: int,
     count: int,
+    chunk: int,
     sides: dict[str, Callable[[int], None]],
     pids: dict[str, int],
     raw: Raw,
     warmup: int = WARMUP_ROWS,
 ) -> dict[str, list[Sample]]:
-    """Warm every side up, then run them in turn, ``rounds`` times."""
+    """Warm every side up, then ``rounds`` rounds over an empty table.
+
+    In a round every side writes ``count`` rows, ``chunk`` at a time, the
+    sides taking turns chunk by chunk, so a burst of other work on the host
+    lands on all of them; the row count is checked at the end of the round.
+    A sample is a side's rows per second over its whole round and its CPU
+    microseconds per row (client, server; None when unreadable).
+    """
     for run in sides.values():
         raw.truncate()
         run(min(warmup, count))
     samples: dict[str, list[Sample]] = {name: [] for name in sides}
     for _ in range(rounds):
-        for name, run in sides.items():
-            samples[name].append(timed_rate(run, count, raw, pids[name]))
+        raw.truncate()
+        totals = {name: [0.0, 0.0, 0.0] for name in sides}
+        for start in range(0, count, chunk):
+            size = min(chunk, count - start)
+            for name, run in sides.items():
+                for index, value in enumerate(timed(run, size, pids[name])):
+                    totals[name][index] += value
+        written = raw.count()
+        if written != count * len(sides):
+            raise SystemExit(
+                f"a round wrote {written} rows, expected {count * len(sides)}"
+            )
+        for name, (elapsed, client, server) in totals.items():
+            samples[name].append(
+                (
+                    count / elapsed,
+                    client / count * 1e6,
+                    None if math.isnan(server) else server / count * 1e6,
+                )
+            )
     raw.truncate()
     return samples
 
@@ -435,6 +455,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=3_000, help="rows for (a) and (b)")
+    parser.add_argument(
+        "--chunk", type=int, default=300, help="rows a turn in (a) (sides alternate)"
+    )
     parser.add_argument("--batch", type=int, default=1_000, help="rows a call in (c)")
     parser.add_argument("--batches", type=int, default=10, help="calls a run in (c)")
     parser.add_argument(
@@ -469,11 +492,12 @@ def main() -> None:
         count: int,
         sides: dict[str, Callable[[int], None]],
         label: str,
+        chunk: int,
         warmup: int = WARMUP_ROWS,
     ) -> dict[str, object]:
         pids = {side: raw.backend_pid for side in sides}
         pids["ours"] = ours.backend_pid
-        samples = measure(args.rounds, count, sides, pids, raw, warmup)
+        samples = measure(args.rounds, count, chunk, sides, pids, raw, warmup)
         ours_samples = samples.pop("ours")
         return summarise(name, label, count, samples, ours_samples)
 
@@ -488,12 +512,14 @@ def main() -> None:
                 args.n,
                 {"raw": raw.single, "ours": ours.single},
                 LABELS["single_autocommit"],
+                chunk=args.chunk,
             ),
             "atomic": workload(
                 "atomic",
                 args.n,
                 {"raw": raw.atomic, "ours": ours.atomic},
                 LABELS["atomic"],
+                chunk=args.chunk,  # a transaction of 300, sides taking turns
             ),
             "enqueue_many": workload(
                 "enqueue_many",
@@ -505,6 +531,7 @@ def main() -> None:
                     "ours": batched(ours.many),
                 },
                 LABELS["enqueue_many"].format(batch=f"{args.batch:,}"),
+                chunk=args.batch,
                 # Six calls: PostgreSQL settles a prepared statement's plan
                 # (custom or generic) after its fifth execution.
                 warmup=6 * args.batch,

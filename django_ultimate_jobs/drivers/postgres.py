@@ -193,8 +193,11 @@ class PostgresDriver(PostgresCron):
             "traceparent": request.traceparent,
             "caller_id": request.id is not None,
         }
+        statement = (
+            "job_enqueue_keyless" if request.idempotency_key is None else "job_enqueue"
+        )
         for _ in range(_ENQUEUE_ROUNDS):
-            rows = self._rows("job_enqueue", params)
+            rows = self._rows(statement, params)
             if rows:
                 job_id, run_id, created_at, _notified = rows[0]
                 return Enqueued(job_id, run_id, False, created_at)
@@ -217,31 +220,19 @@ class PostgresDriver(PostgresCron):
             return []
         ids = [r.id or uuid7() for r in requests]
         rows = [
-            {
-                "ord": index,
-                "id": str(job_id),
-                "run_id": str(r.run_id or job_id),
-                "name": r.name,
-                "queue": r.queue,
-                "input": r.input,
-                "idempotency_key": r.idempotency_key,
-                "max_attempts": r.max_attempts,
-                "priority": r.priority,
-                "run_at": r.run_at.isoformat() if r.run_at else None,
-                "delay_ms": r.delay_ms,
-                "tenant_id": r.tenant_id,
-                "enqueued_by": r.enqueued_by,
-                "traceparent": r.traceparent,
-            }
+            _many_row(index, job_id, r)
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
         ]
+        statement = (
+            "job_enqueue_many_keyless"
+            if all(r.idempotency_key is None for r in requests)
+            else "job_enqueue_many"
+        )
         strict = any(r.on_conflict == "error" for r in requests)
         # A refusal under on_conflict="error" must leave nothing written, so
         # the batch then runs in its own (sub)transaction.
         with transaction.atomic(using=self.using) if strict else nullcontext():
-            inserted = {
-                row[0] for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
-            }
+            inserted = {row[0] for row in self._rows(statement, {"rows": _json(rows)})}
             answers: list[Enqueued | None] = [
                 Enqueued(job_id, r.run_id or job_id, False)
                 if job_id in inserted
@@ -765,6 +756,36 @@ def _filter_params(where: JobFilter) -> dict[str, Any]:
         "created_to": where.created_to,
         "error_code": where.error_code,
     }
+
+
+def _many_row(index: int, job_id: UUID, request: EnqueueRequest) -> dict[str, Any]:
+    """One row of job_enqueue_many's JSON array; what is unset stays out."""
+    row = {
+        "ord": index,
+        "id": str(job_id),
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input,
+        "max_attempts": request.max_attempts,
+        "priority": request.priority,
+    }
+    if request.id is not None:
+        row["caller_id"] = True
+    if request.run_id is not None:
+        row["run_id"] = str(request.run_id)
+    if request.idempotency_key is not None:
+        row["idempotency_key"] = request.idempotency_key
+    if request.run_at is not None:
+        row["run_at"] = request.run_at.isoformat()
+    if request.delay_ms:
+        row["delay_ms"] = request.delay_ms
+    if request.tenant_id is not None:
+        row["tenant_id"] = request.tenant_id
+    if request.enqueued_by is not None:
+        row["enqueued_by"] = request.enqueued_by
+    if request.traceparent is not None:
+        row["traceparent"] = request.traceparent
+    return row
 
 
 def _input_text(request: EnqueueRequest) -> str:
