@@ -191,11 +191,10 @@ class PostgresDriver(PostgresCron):
             "tenant_id": request.tenant_id,
             "enqueued_by": request.enqueued_by,
             "traceparent": request.traceparent,
-            "caller_id": request.id is not None,
         }
-        statement = (
-            "job_enqueue_keyless" if request.idempotency_key is None else "job_enqueue"
-        )
+        # A fresh id without a key can meet neither its id nor a live key.
+        fresh = request.idempotency_key is None and request.id is None
+        statement = "job_enqueue_keyless" if fresh else "job_enqueue"
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows(statement, params)
             if rows:

@@ -331,14 +331,18 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
 
 
 -- name: job_enqueue
--- Insert one job with an idempotency key, or nothing when a LIVE job holds
--- the same (name, tenant, key): the ON CONFLICT target spells the partial
--- unique index's expression exactly. A job without a key cannot conflict
--- there, so it goes through job_enqueue_keyless, the same statement without
--- the clause (a speculative insertion costs a lock and a WAL record more).
--- The wake notification: see job_enqueue_answer.
+-- Insert one job, or nothing when a LIVE job holds the same (name, tenant,
+-- key): the ON CONFLICT target spells the partial unique index's expression
+-- exactly. A caller-allocated id (an outbox re-publish) that already exists
+-- inserts nothing either. The common case, a job without a key on an id the
+-- driver just drew from uuid7(), goes through job_enqueue_keyless: it cannot
+-- conflict on the live-key index nor meet its own id, and leaving out the
+-- clause and the probe spares it a speculative insertion (a lock and a WAL
+-- record more) and an index probe. The wake notification: see
+-- job_enqueue_answer.
 WITH inserted AS (
     @job_enqueue_insert
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
     @live_key_conflict
     RETURNING id, run_id, queue, run_at, created_at
 )
@@ -346,7 +350,7 @@ WITH inserted AS (
 
 
 -- name: job_enqueue_keyless
--- job_enqueue for a job without an idempotency key.
+-- job_enqueue for a job without an idempotency key on a fresh id.
 WITH inserted AS (
     @job_enqueue_insert
     RETURNING id, run_id, queue, run_at, created_at
@@ -355,11 +359,7 @@ WITH inserted AS (
 
 
 -- fragment: job_enqueue_insert
--- The one row of job_enqueue. A caller-allocated id (caller_id: an outbox
--- re-publish) that already exists inserts nothing; an id this process just
--- drew from uuid7() cannot exist, so that probe is skipped for it (the OR's
--- second arm is an init plan, run only when asked). The row is delayed when
--- due in the future.
+-- The one row of job_enqueue, delayed when due in the future.
 INSERT INTO ultimate_jobs_job
        (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
         state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at)
@@ -371,8 +371,6 @@ SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(key)s, %(run_id)s,
                coalesce(%(run_at)s::timestamptz,
                         clock.now + %(delay_ms)s * interval '1 millisecond') AS run_at
           FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock) AS due
- WHERE NOT %(caller_id)s::boolean
-    OR NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
 
 
 -- fragment: live_key_conflict
