@@ -275,6 +275,17 @@ class JobInputInvalid(JobsError):
     )
 
 
+class OutboxNoTransaction(JobsError):
+    """``OUTBOX = "required"`` and an enqueue ran outside a transaction."""
+
+    code = "X_OUTBOX_NO_TX"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "enqueue inside transaction.atomic() on the outbox database, or pass "
+        "using(outbox=False) for a deliberate direct enqueue"
+    )
+
+
 class JobOptionUnknown(JobInputInvalid, TypeError):
     """``using()`` was given an option it does not take (``X_JOB_INPUT_INVALID``).
 

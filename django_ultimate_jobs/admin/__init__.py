@@ -7,11 +7,19 @@ the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
 :mod:`django_ultimate_jobs.operator` (the backfill verbs through
 :mod:`django_ultimate_jobs.backfills`), behind its own permission, and is
 recorded in ``LogEntry`` (see :mod:`.audit`). ``ledger`` registers the
-read-only ledger postings, lines and balances.
+read-only ledger postings, lines and balances; ``outbox`` the read-only
+outbox messages.
 """
 
 from .backfills import BackfillAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
+from .outbox import OutboxMessageAdmin
 
-__all__ = ["BackfillAdmin", "JobAdmin", "LedgerLineAdmin", "LedgerPostingAdmin"]
+__all__ = [
+    "BackfillAdmin",
+    "JobAdmin",
+    "LedgerLineAdmin",
+    "LedgerPostingAdmin",
+    "OutboxMessageAdmin",
+]

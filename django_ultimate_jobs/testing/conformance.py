@@ -491,6 +491,24 @@ class DriverConformance(OperatorConformance):
         assert lane.row(held).input == {"lane": lane.job}
         assert lane.row(answers[2].id).run_id == answers[2].id
 
+    def test_enqueue_many_republished_batch_inserts_only_the_new_ids(
+        self, lane, driver
+    ):
+        """A batch published again (the outbox relay after a lost mark) with
+        one more id: the known ids answer their rows, whatever their state;
+        only the new one is inserted."""
+        ids = sorted(uuid7() for _ in range(3))
+        first = driver.enqueue_many([lane.request(id=i, run_id=i) for i in ids[:2]])
+        assert [(a.id, a.deduped) for a in first] == [(ids[0], False), (ids[1], False)]
+        lane.ack(lane.claim_one())
+        again = driver.enqueue_many([lane.request(id=i, run_id=i) for i in ids])
+        assert [(a.id, a.deduped) for a in again] == [
+            (ids[0], True),
+            (ids[1], True),
+            (ids[2], False),
+        ]
+        assert [lane.row(i).id for i in ids] == ids
+
     def test_enqueue_many_answers_in_order(self, lane, driver):
         """enqueue_many answers in request order, dedupes resolved."""
         holder = lane.enqueue(idempotency_key="held")
