@@ -831,14 +831,8 @@ def _plan_nodes(node):
         yield from _plan_nodes(child)
 
 
-def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
-    """Enqueue one due job one second later; answer the job-table rows it read.
-
-    Counts every row a scan of the job table returned or filtered away, per
-    loop (a join filter only drops rows its inner scan already returned; the
-    insert itself is the ModifyTable node), and names the indexes read.
-    """
-    clock.advance(seconds=1)
+def _the_statement(pg_driver, monkeypatch, call) -> tuple[str, dict]:
+    """The name and parameters of the one statement ``call`` ran."""
     calls = []
     original = pg_driver._rows
 
@@ -847,9 +841,21 @@ def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
         return original(name, params)
 
     monkeypatch.setattr(pg_driver, "_rows", spy)
-    noop.enqueue()
+    call()
     monkeypatch.undo()
     ((name, params),) = calls
+    return name, params
+
+
+def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
+    """Enqueue one due job one second later; answer the job-table rows it read.
+
+    Counts every row a scan of the job table returned or filtered away, per
+    loop (a join filter only drops rows its inner scan already returned; the
+    insert itself is the ModifyTable node), and names the indexes read.
+    """
+    clock.advance(seconds=1)
+    name, params = _the_statement(pg_driver, monkeypatch, noop.enqueue)
     clock.advance(seconds=1)
     fresh = uuid7()
     params.update(id=fresh, run_id=fresh)
@@ -919,17 +925,11 @@ def test_enqueue_many_reads_no_job_rows_for_new_ids(pg_driver, monkeypatch):
     noop.enqueue_many([{"n": n} for n in range(2_000)])
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE ultimate_jobs_job")
-    calls = []
-    original = pg_driver._rows
-
-    def spy(name, params):
-        calls.append((name, dict(params)))
-        return original(name, params)
-
-    monkeypatch.setattr(pg_driver, "_rows", spy)
-    noop.enqueue_many([{"n": n} for n in range(100)])
-    monkeypatch.undo()
-    ((name, params),) = calls
+    name, params = _the_statement(
+        pg_driver,
+        monkeypatch,
+        lambda: noop.enqueue_many([{"n": n} for n in range(100)]),
+    )
     rows = json.loads(params["rows"])
     for row in rows:
         row["id"] = str(uuid7())
