@@ -97,6 +97,10 @@ class EnqueueRequest:
     ``job-key:<URI-encoded name>:<key>``); ``None``: uncapped."""
     concurrency_limit: int | None = None
     """Slots of ``concurrency_key`` (runs of it at once, fleet-wide)."""
+    input_json: str | None = None
+    """``input`` as the compact JSON text the enqueue's checks already made
+    (``validation.json_text``), so a driver storing text does not encode it
+    again; ``None`` = the driver encodes ``input``. Must be that text."""
 
 
 @dataclass(frozen=True, slots=True)

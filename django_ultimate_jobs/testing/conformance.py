@@ -475,7 +475,28 @@ class DriverConformance(OperatorConformance, LeaseConformance, LimitsConformance
         lane.ack(lane.claim_one())
         again = lane.enqueue(id=job_id, idempotency_key="fresh", input={"n": 2})
         assert again == Enqueued(job_id, job_id, True)
+        assert lane.enqueue(id=job_id, input={"n": 3}) == again  # without a key
         assert lane.row(job_id).state is JobState.DONE
+        assert lane.row(job_id).input == {"lane": lane.job}
+
+    def test_enqueue_many_caller_ids_dedupe(self, lane, driver):
+        """In a batch, a caller id that exists answers that row; the rest insert."""
+        held, fresh = uuid7(), uuid7()
+        lane.enqueue(id=held)
+        answers = driver.enqueue_many(
+            [
+                lane.request(id=held, input={"n": 1}),
+                lane.request(id=fresh),
+                lane.request(),
+            ]
+        )
+        assert [(a.id, a.deduped) for a in answers[:2]] == [
+            (held, True),
+            (fresh, False),
+        ]
+        assert answers[2].deduped is False and answers[2].id not in (held, fresh)
+        assert lane.row(held).input == {"lane": lane.job}
+        assert lane.row(answers[2].id).run_id == answers[2].id
 
     def test_enqueue_many_republished_batch_inserts_only_the_new_ids(
         self, lane, driver
