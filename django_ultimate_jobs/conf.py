@@ -16,6 +16,7 @@ from typing import Any
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
 from .validation import NAME_RULE, name_problem
+from .worker.limits import LimitConfig, parse_limits
 
 __all__ = [
     "DEFAULT_HOUSEKEEPING_QUEUE",
@@ -62,6 +63,7 @@ class JobsSettings:
     retention_done_ms: int = 86_400_000
     retention_failed_ms: int = 14 * 86_400_000
     partition_lock_timeout_ms: int = 5_000
+    limits: LimitConfig = field(default_factory=LimitConfig)
 
 
 # RETENTION["<name>"]: how long finished rows of each kind are kept.
@@ -196,6 +198,10 @@ _CLAIM_BATCH = Kind(
 _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
 _DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
+_LIMITS = Kind(
+    'a dict of "per_tenant", "per_queue", "global" and/or "rate_per_tenant"',
+    parse_limits,
+)
 
 SETTINGS: dict[str, tuple[Kind, str]] = {
     "DRIVER": (_DRIVER, "driver"),
@@ -217,6 +223,7 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "RETENTION": (_RETENTION, ""),  # fills retention_done_ms, retention_failed_ms
     "PARTITION_LOCK_TIMEOUT": (_DURATION, "partition_lock_timeout_ms"),
     "REDACT_KEYS": (_NAMES, "redact_keys"),
+    "LIMITS": (_LIMITS, "limits"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""
 

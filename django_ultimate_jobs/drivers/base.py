@@ -202,6 +202,11 @@ class ClaimOptions:
     started: the worker hands them to idle slots at once. A lapse charges an
     attempt only when its start was recorded, so jobs held ahead lose
     nothing to a crash."""
+    skip_tenants: frozenset[str | None] = field(default_factory=frozenset)
+    """Tenants whose ready and due rows the claim skips (``None``: rows
+    without a tenant): the tenants at their in-process limit
+    (``worker/limits.py``). Lapsed leases are re-taken whatever their
+    tenant; the worker sheds those over a limit."""
 
 
 @dataclass(frozen=True, slots=True)

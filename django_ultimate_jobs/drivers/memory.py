@@ -201,7 +201,14 @@ class MemoryDriver(MemoryCron):
                 (row for row in claimable if row.state == JobState.RUNNING),
                 key=JobRow.claim_order,
             )
-            waiting = (row for row in claimable if row.state != JobState.RUNNING)
+            # Full tenants' waiting rows are skipped; lapsed ones are not
+            # (as job_claim: the worker sheds those).
+            skip = options.skip_tenants
+            waiting = (
+                row
+                for row in claimable
+                if row.state != JobState.RUNNING and row.tenant_id not in skip
+            )
             picked = heapq.nsmallest(
                 options.limit, [*waiting, *lapsed], key=JobRow.claim_order
             )

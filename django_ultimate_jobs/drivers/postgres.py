@@ -302,6 +302,8 @@ class PostgresDriver(PostgresCron):
                 "ttl": options.registry_ttl_ms,
                 "start_now": options.start_now,
                 "retake": options.limit if options.retake is None else options.retake,
+                "skip": [t for t in options.skip_tenants if t is not None],
+                "untenanted": None not in options.skip_tenants,
             },
         )
         claimed = [_claimed(row) for row in rows if row[9] == "running"]

@@ -61,6 +61,7 @@ from ..drivers.base import (
 from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from .conformance_fairness import FairnessConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -102,6 +103,7 @@ class Lane:
         registry_ttl_ms: int | None = None,
         start_now: int = 0,
         retake: int | None = None,
+        skip_tenants: frozenset[str | None] = frozenset(),
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -113,6 +115,7 @@ class Lane:
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
             retake=retake,
+            skip_tenants=skip_tenants,
         )
         return self.driver.claim(options)
 
@@ -175,7 +178,7 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance):
+class DriverConformance(OperatorConformance, FairnessConformance):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture
