@@ -18,6 +18,11 @@ measurement sees the same table:
 
 Prints the plan of each and the median of ``BENCH_FAIR_REPEAT`` (50) timed
 claims (client wall time of EXECUTE). Writes ``bench/results/fairness.json``.
+
+``BENCH_FAIR_BEFORE=<path of another checkout's queries.sql>`` also times
+that checkout's ``job_claim`` beside this one with nothing skipped,
+interleaved on the same table in the same run: what the tenant filter costs
+a claim that skips nothing (a worker without limits).
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ def enqueue(bench_url: str) -> None:
             )
 
 
-def prepared(conn: psycopg.Connection) -> list[str]:
+def prepared(
+    conn: psycopg.Connection, text: str | None = None, name: str = "claim"
+) -> list[str]:
     """PREPARE job_claim with $n parameters; answer their names in order."""
     from django_ultimate_jobs.drivers.sql import query
 
@@ -82,10 +89,39 @@ def prepared(conn: psycopg.Connection) -> list[str]:
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
-    text = PARAM.sub(number, query("job_claim"))
+    text = PARAM.sub(number, text or query("job_claim"))
     conn.execute("SET plan_cache_mode = force_generic_plan")
-    conn.execute(f"PREPARE claim AS {text}")
+    conn.execute(f"PREPARE {name} AS {text}")
     return names
+
+
+def claim_before(path: str) -> str:
+    """The job_claim statement of another checkout's queries.sql, collapsed
+    as the loader collapses it (fragments are not expanded: main's has none)."""
+    body = Path(path).read_text().split("-- name: job_claim", 1)[1]
+    body = re.split(r"^-- (?:name|fragment): ", body, flags=re.MULTILINE)[0]
+    lines = [ln for ln in body.splitlines()[1:] if not ln.lstrip().startswith("--")]
+    return re.sub(r"\s+", " ", "\n".join(lines)).strip().rstrip(";")
+
+
+def compare(conn: psycopg.Connection, path: str) -> dict:
+    """This checkout's claim beside another's, nothing skipped, interleaved."""
+    ours_names = prepared(conn)
+    before_names = prepared(conn, claim_before(path), "claim_before")
+    ours = execute_sql(ours_names, params([]), conn)
+    before = execute_sql(before_names, params([]), conn).replace(
+        "EXECUTE claim(", "EXECUTE claim_before("
+    )
+    timings: dict[str, list[float]] = {"before": [], "after": []}
+    for _ in range(REPEAT * 4):
+        for label, statement in (("before", before), ("after", ours)):
+            with conn.transaction(force_rollback=True):
+                started = time.perf_counter()
+                conn.execute(statement).fetchall()
+                timings[label].append((time.perf_counter() - started) * 1000)
+    return {
+        label: round(statistics.median(values), 3) for label, values in timings.items()
+    }
 
 
 def params(skip: list[str]) -> dict[str, object]:
@@ -149,6 +185,9 @@ def main() -> None:
         enqueue(bench_url)
         with psycopg.connect(bench_url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE ultimate_jobs_job")
+            before = os.environ.get("BENCH_FAIR_BEFORE")
+            nothing_skipped = compare(conn, before) if before else None
+            conn.execute("DEALLOCATE ALL")
             names = prepared(conn)
             results = [measure(conn, names, []), measure(conn, names, ["a"])]
     finally:
@@ -160,6 +199,8 @@ def main() -> None:
             f"median {result['median_ms']} ms, p90 {result['p90_ms']} ms"
         )
         print("\n".join(result["plan"]))
+    if nothing_skipped:
+        print(f"\n== nothing skipped, median ms: {nothing_skipped}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -172,6 +213,7 @@ def main() -> None:
                 "limit": LIMIT,
                 "repeat": REPEAT,
                 "results": results,
+                "nothing_skipped_before_after_ms": nothing_skipped,
             },
             indent=2,
         )

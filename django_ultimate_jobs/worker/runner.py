@@ -477,7 +477,10 @@ class Worker:
         # tenant: that scan is not filtered) is handed back at once without
         # spending its attempt, and with no delay (its place in the claim
         # order is kept). One write in the claim thread, outside the lock:
-        # rare, and the settler is not needed for it.
+        # rare, and the settler is not needed for it. A failed write must
+        # not lose the rows this claim admitted (they are held already):
+        # it is logged, and the row is left to its lease, whose lapse costs
+        # no attempt (a re-taken row's start is recorded only before its body).
         logger.info(
             "jobs.limits.shed",
             extra={
@@ -488,13 +491,21 @@ class Worker:
                 "blocked_by": blocked_by,
             },
         )
-        self.driver.nack(
-            NackRequest(
-                job_id=claimed.id,
-                identity=claimed.identity,
-                counts_as_attempt=False,
+        try:
+            self.driver.nack(
+                NackRequest(
+                    job_id=claimed.id,
+                    identity=claimed.identity,
+                    counts_as_attempt=False,
+                )
             )
-        )
+        except Exception:
+            logger.warning(
+                "jobs.limits.shed-failed",
+                extra={"job_id": str(claimed.id)},
+                exc_info=True,
+            )
+            reset_broken_connections()
 
     def _release_limits(self, job_ids: list[UUID]) -> None:
         # Call with the lock held; idempotent (a lease is popped once).
