@@ -242,3 +242,18 @@ def test_limits_setting_parses():
     )
     assert parsed.queue_limit("billing") == 2 and parsed.queue_limit("x") is None
     assert not parse_settings({}).limits.active
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [
+        {"per_tenant": -1},
+        {"total": math.nan},
+        {"queues": {"billing": math.inf}},
+        {"rate_per_tenant": RateLimit(limit=1, window_ms=0)},
+    ],
+)
+def test_limits_built_in_code_are_checked_too(limits):
+    """A LimitConfig built directly (not from settings) refuses the same values."""
+    with pytest.raises(SettingsInvalid):
+        LimitConfig(**limits)

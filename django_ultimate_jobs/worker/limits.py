@@ -80,6 +80,22 @@ class LimitConfig:
     """The ``"global"`` key: attempts held by this process in all."""
     rate_per_tenant: RateLimit | None = None
 
+    def __post_init__(self) -> None:
+        # Built by code (a test, WorkerConfig) as well as by parse_limits:
+        # the same refusal either way, before any worker starts.
+        for name in ("per_tenant", "per_queue", "total"):
+            _optional(f"limits {name}", getattr(self, name))
+        for queue, limit in self.queues.items():
+            _limit(f"limits queues[{queue!r}]", limit)
+        rate = self.rate_per_tenant
+        if rate is not None:
+            _limit("limits rate_per_tenant.limit", rate.limit)
+            if not is_count(rate.window_ms):
+                raise SettingsInvalid(
+                    f"limits rate_per_tenant.window_ms must be at least 1, "
+                    f"got {rate.window_ms!r:.80}"
+                )
+
     @property
     def active(self) -> bool:
         """Whether any limit is set (a worker without one skips the limiter)."""
