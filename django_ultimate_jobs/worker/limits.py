@@ -219,7 +219,9 @@ class Limiter:
         self._queues: dict[str, int] = {}
         self._tenants: dict[Tenant, int] = {}
         self._starts: dict[Tenant, deque[float]] = {}
-        self._refusals: dict[Tenant | str, tuple[str, float]] = {}
+        # Keyed ("queue", name) or ("tenant", tenant): a tenant may be
+        # named like a queue.
+        self._refusals: dict[tuple[str, Tenant], tuple[str, float]] = {}
         self._swept_at = clock()
         self.last_refusal: str | None = None
         """Why the latest :meth:`try_acquire` that was refused was refused."""
@@ -234,7 +236,7 @@ class Limiter:
             self._maybe_sweep(now)
             refusal = self._refusal(queue, tenant, now)
             if refusal is not None:
-                key: Tenant | str = f"queue:{queue}" if refusal == "queue" else tenant
+                key = ("queue", queue) if refusal == "queue" else ("tenant", tenant)
                 self._refusals[key] = (refusal, now)
                 self.last_refusal = refusal
                 self._cap_tenants()
@@ -352,7 +354,7 @@ class Limiter:
         """Why the last acquire for ``tenant`` (or ``queue``) was refused, if
         within :data:`REFUSAL_TTL_S`: ``"global"``, ``"queue"``, ``"tenant"``
         or ``"rate"``."""
-        key: Tenant | str = f"queue:{queue}" if queue is not None else tenant
+        key = ("queue", queue) if queue is not None else ("tenant", tenant)
         with self._lock:
             found = self._refusals.get(key)
         if found is None or self._clock() - found[1] > REFUSAL_TTL_S:
