@@ -22,7 +22,8 @@ claims (client wall time of EXECUTE). Writes ``bench/results/fairness.json``.
 ``BENCH_FAIR_BEFORE=<path of another checkout's queries.sql>`` also times
 that checkout's ``job_claim`` beside this one with nothing skipped,
 interleaved on the same table in the same run: what the tenant filter costs
-a claim that skips nothing (a worker without limits).
+a claim that skips nothing (a worker without limits). ``BENCH_FAIR_LIMIT``
+(8) is the claim's limit (the worker claims up to 64 ahead of short jobs).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ RESULTS = ROOT / "bench" / "results" / "fairness.json"
 FLOOD = int(os.environ.get("BENCH_FAIR_FLOOD", "20000"))
 LATE = 20
 REPEAT = int(os.environ.get("BENCH_FAIR_REPEAT", "50"))
-LIMIT = 8
+LIMIT = int(os.environ.get("BENCH_FAIR_LIMIT", "8"))
 PARAM = re.compile(r"%\((\w+)\)s")
 
 
