@@ -36,6 +36,7 @@ from .drivers.base import EnqueueRequest, JobDriver
 from .durations import DurationInput
 from .errors import JobInputInvalid
 from .jobs import JobHandle
+from .outbox.staging import submit
 from .signals import job_enqueued
 from .tasks.compat import (
     BaseTaskBackend,
@@ -166,7 +167,8 @@ class UltimateJobsBackend(BaseTaskBackend):
         self.validate_task(task)
         payload = self._payload(task, args, kwargs)
         driver = get_driver()
-        answer = driver.enqueue(self._request(task, payload))
+        # Directly, or staged in the caller's transaction (the outbox).
+        (answer,) = submit([self._request(task, payload)], None)
         if job_enqueued.receivers:
             job_enqueued.send_robust(sender=JobHandle, job=task_handle, enqueued=answer)
         if answer.deduped:

@@ -43,6 +43,35 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     return []
 
 
+@checks.register(checks.Tags.compatibility)
+def check_outbox(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Jobs in another database than the callers' need the outbox.
+
+    Without it, ``enqueue()`` inside ``transaction.atomic()`` on the
+    callers' database inserts on another connection: the job survives the
+    caller's rollback, and a crash after the caller's commit can lose it.
+    """
+    try:
+        settings = jobs_settings()
+    except SettingsInvalid:
+        return []  # reported by check_settings
+    if settings.driver != "postgres" or settings.outbox:
+        return []
+    if settings.database == settings.outbox_database:
+        return []
+    return [
+        checks.Error(
+            f"the jobs live in the {settings.database!r} database but enqueues run "
+            f"in transactions on {settings.outbox_database!r}, and the outbox is "
+            "off: a job would not commit or roll back with the enqueuer's "
+            "transaction",
+            hint="set ULTIMATE_JOBS['OUTBOX'] = True (or 'required'); see "
+            "docs/howto/separate-jobs-database.md",
+            id="ultimate_jobs.E004",
+        )
+    ]
+
+
 def behind_transaction_pooler(using: str) -> bool:
     """Best guess that ``using`` goes through a transaction-pooling proxy.
 

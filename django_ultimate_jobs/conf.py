@@ -63,6 +63,10 @@ class JobsSettings:
     retention_done_ms: int = 86_400_000
     retention_failed_ms: int = 14 * 86_400_000
     partition_lock_timeout_ms: int = 5_000
+    outbox: bool | str = False
+    """``False``, ``True`` or ``"required"`` (see :mod:`django_ultimate_jobs.outbox`)."""
+    outbox_database: str = "default"
+    outbox_claim_lease_ms: int = 30_000
     limits: LimitConfig = field(default_factory=LimitConfig)
 
 
@@ -142,6 +146,12 @@ def _alias(key: str, value: Any) -> Any:
     return value
 
 
+def _outbox(key: str, value: Any) -> Any:
+    if not (isinstance(value, bool) or value == "required"):
+        raise _refused(key, value)
+    return value
+
+
 def _driver(key: str, value: Any) -> Any:
     if value not in _DRIVERS:
         raise _refused(key, value)
@@ -197,6 +207,7 @@ _CLAIM_BATCH = Kind(
 )
 _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
 _DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
+_OUTBOX = Kind('True, False or "required"', _outbox)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
 _LIMITS = Kind(
     'a dict of "per_tenant", "per_queue", "global" and/or "rate_per_tenant"',
@@ -223,6 +234,9 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "RETENTION": (_RETENTION, ""),  # fills retention_done_ms, retention_failed_ms
     "PARTITION_LOCK_TIMEOUT": (_DURATION, "partition_lock_timeout_ms"),
     "REDACT_KEYS": (_NAMES, "redact_keys"),
+    "OUTBOX": (_OUTBOX, "outbox"),
+    "OUTBOX_DATABASE": (_ALIAS, "outbox_database"),
+    "OUTBOX_CLAIM_LEASE": (_DURATION, "outbox_claim_lease_ms"),
     "LIMITS": (_LIMITS, "limits"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""

@@ -9,6 +9,7 @@ task's watermark (see ``worker/scheduler.py``). Declare tasks in an app's
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +27,7 @@ from .errors import (
 )
 from .jobs import JobHandle, _check_name
 from .registry import put_unique
+from .validation import MAX_KEY_BYTES
 
 __all__ = [
     "CATCH_UP_POLICIES",
@@ -121,7 +123,7 @@ class TaskHandle:
         requests = []
         for index, (handle, given) in enumerate(self.entries(occurrence)):
             own = handle.idempotency_key_for(given)
-            key = f"{self.name}:{stamp}:{own if own is not None else index}"
+            key = _occurrence_key(self.name, stamp, own if own is not None else index)
             requests.append(
                 handle.using(
                     run_at=occurrence, idempotency_key=key, actor=f"task:{self.name}"
@@ -313,3 +315,22 @@ def unregister_task(name: str) -> None:
     """Forget a task (tests that declare tasks on the fly)."""
     with _lock:
         _tasks.pop(name, None)
+
+
+def _occurrence_key(task: str, stamp: str, job_key: str | int) -> str:
+    """``<task>:<occurrence ISO>:<job key>``, within the key byte limit.
+
+    A task name and a job key may each be near the limit on their own; their
+    join would then be refused at fire time, every occurrence. The job key
+    part is replaced by its SHA-256 when the whole would not fit: still one
+    key per (occurrence, job key), and stable across leaders.
+    """
+    key = f"{task}:{stamp}:{job_key}"
+    if len(key.encode("utf-8", "surrogatepass")) <= MAX_KEY_BYTES:
+        return key
+    digest = hashlib.sha256(str(job_key).encode("utf-8", "surrogatepass")).hexdigest()
+    shorter = f"{task}:{stamp}:sha256:{digest}"
+    if len(shorter.encode("utf-8", "surrogatepass")) <= MAX_KEY_BYTES:
+        return shorter
+    # A name of 200 four-byte characters is 800 bytes by itself.
+    return "sha256:" + hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()

@@ -275,6 +275,17 @@ class JobInputInvalid(JobsError):
     )
 
 
+class OutboxNoTransaction(JobsError):
+    """``OUTBOX = "required"`` and an enqueue ran outside a transaction."""
+
+    code = "X_OUTBOX_NO_TX"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "enqueue inside transaction.atomic() on the outbox database, or pass "
+        "using(outbox=False) for a deliberate direct enqueue"
+    )
+
+
 class JobOptionUnknown(JobInputInvalid, TypeError):
     """``using()`` was given an option it does not take (``X_JOB_INPUT_INVALID``).
 
@@ -698,4 +709,51 @@ class BackfillSourceInvalid(JobsError):
     default_fix = (
         "make source= answer a QuerySet of a model whose primary key is a "
         "number, a string or a UUID"
+    )
+
+
+# -- Locks ----------------------------------------------------------------------
+
+
+class LockInvalid(JobsError):
+    """A ``lock(...)`` call or a fenced write was given a bad key, ttl, wait or token."""
+
+    code = "X_LOCK_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "pass a non-blank key of at most 200 characters, ttl >= 1s "
+        "(e.g. '30s'), wait >= 0, and a token from held.token"
+    )
+
+
+class LockNotAcquired(JobsError):
+    """Another holder kept the lock for the whole ``wait``."""
+
+    code = "X_LOCK_NOT_ACQUIRED"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "retry later (a job retries by itself), or wait longer: lock(..., wait='30s')"
+    )
+
+
+class LockLost(JobsError):
+    """A held lock lapsed or was taken before its block ended: the work was not exclusive."""
+
+    code = "X_LOCK_LOST"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "keep the block shorter than its ttl between renewals (renewals need "
+        "the database), or raise ttl; write through fenced_update() so a lost "
+        "holder's writes are refused"
+    )
+
+
+class LockTokenStale(JobsError):
+    """A fenced write presented a token older than the one already stored."""
+
+    code = "X_LOCK_TOKEN_STALE"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "nothing to repair: a later holder of the lock wrote first; take the "
+        "lock again (a job retries by itself) and redo the work"
     )

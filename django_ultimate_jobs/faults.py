@@ -15,6 +15,8 @@ from functools import cache
 
 __all__ = [
     "AFTER_CLAIM_COMMIT",
+    "AFTER_OUTBOX_COMMIT",
+    "AFTER_OUTBOX_PUBLISH",
     "AFTER_STEP_COMMIT",
     "BEFORE_OUTCOME_WRITE",
     "fault_point",
@@ -26,6 +28,11 @@ BEFORE_OUTCOME_WRITE = "BEFORE_OUTCOME_WRITE"
 """Bodies finished; their settle is about to be written."""
 AFTER_STEP_COMMIT = "AFTER_STEP_COMMIT"
 """A durable step's record committed."""
+AFTER_OUTBOX_COMMIT = "AFTER_OUTBOX_COMMIT"
+"""A transaction that staged outbox messages committed; its callback has
+not woken the relay yet."""
+AFTER_OUTBOX_PUBLISH = "AFTER_OUTBOX_PUBLISH"
+"""A relay published a batch's jobs; it has not marked the messages yet."""
 
 
 @cache

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, Never, TypeVar
 
-from .drivers import get_driver
 from .drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
 from .durations import (
     MAX_DURATION,
@@ -30,6 +29,7 @@ from .errors import (
     JobOptionUnknown,
     JobsError,
 )
+from .outbox.staging import submit
 from .registry import register
 from .retry import Retry, retry_schedule_ms
 from .signals import job_enqueued
@@ -140,9 +140,11 @@ class JobHandle(Generic[R]):
         """Enqueue one run with default options.
 
         Inside ``transaction.atomic()`` the row commits or rolls back with
-        the caller's transaction.
+        the caller's transaction (through the outbox when the jobs live in
+        another database).
 
         Raises:
+            OutboxNoTransaction: ``OUTBOX = "required"`` outside a transaction.
             JobInputInvalid: the input was refused; nothing was written.
             JobDuplicate: only with ``using(on_conflict="error")``.
         """
@@ -181,7 +183,11 @@ class JobHandle(Generic[R]):
             on_conflict: ``"dedupe"`` answers the live holder of the key;
                 ``"error"`` raises ``X_JOB_DUPLICATE``.
             idempotency_key: a key for this call (wins over the declared one).
-            outbox: reserved for the outbox (other database / Redis driver).
+            outbox: ``True`` stages this enqueue in the outbox (published as
+                the job after the caller's commit) even when the outbox is
+                off; ``False`` inserts directly even when it is on (refused
+                with ``X_OUTBOX_NO_TX`` under ``OUTBOX = "required"``);
+                ``None`` follows ``ULTIMATE_JOBS["OUTBOX"]``.
 
         Raises:
             JobInputInvalid: an option is invalid or unknown (nothing
@@ -281,6 +287,7 @@ class EnqueueOptions:
     enqueued_by: str | None = None
     on_conflict: Literal["dedupe", "error"] = "dedupe"
     idempotency_key: str | None = None
+    outbox: bool | None = None
 
     @classmethod
     def build(
@@ -336,6 +343,7 @@ class EnqueueOptions:
             enqueued_by=_actor_id(actor),
             on_conflict=on_conflict,  # type: ignore[arg-type]
             idempotency_key=idempotency_key,
+            outbox=outbox,
         )
 
     def bind(self, handle: JobHandle[Any]) -> BoundEnqueue:
@@ -377,7 +385,8 @@ class BoundEnqueue:
     def enqueue(self, **input: Any) -> Enqueued:
         """Validate and enqueue one run; see :meth:`JobHandle.enqueue`."""
         request = self.request(input)
-        answer = get_driver().enqueue(request)
+        # Directly, or staged in the caller's transaction (the outbox).
+        (answer,) = submit([request], self.options.outbox)
         if job_enqueued.receivers:
             job_enqueued.send_robust(sender=JobHandle, job=self.handle, enqueued=answer)
         return answer
@@ -407,7 +416,7 @@ class BoundEnqueue:
                     fix=error.fix,
                     meta={**error.meta, "index": index},
                 ) from error.__cause__
-        answers = get_driver().enqueue_many(requests)
+        answers = submit(requests, self.options.outbox, many=True)
         if job_enqueued.receivers:
             for answer in answers:
                 job_enqueued.send_robust(

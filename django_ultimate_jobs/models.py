@@ -26,6 +26,7 @@ __all__ = [
     "Lease",
     "LedgerLine",
     "LedgerPosting",
+    "OutboxMessage",
     "QueuePause",
     "Step",
     "Worker",
@@ -456,3 +457,62 @@ class Backfill(models.Model):
 
     def __str__(self) -> str:
         return f"backfill {self.name} ({self.state})"
+
+
+class OutboxMessage(models.Model):
+    """A job staged in the caller's transaction, published after it commits.
+
+    Lives in ``ULTIMATE_JOBS["OUTBOX_DATABASE"]`` (the business data's
+    database); the job it becomes lives in ``ULTIMATE_JOBS["DATABASE"]``.
+    The row holds what a direct enqueue would insert, under the id the job
+    will have: a second publish of the message meets that job and inserts
+    nothing. Written by raw SQL (``drivers/sql/outbox.sql``); the model is
+    for the migration and the read-only admin page.
+    """
+
+    id = models.UUIDField(primary_key=True)
+    """The future job's id (UUIDv7: id order is stage order within a transaction)."""
+    run_id = models.UUIDField()
+    name = models.TextField()
+    queue = models.TextField()
+    input = models.JSONField()
+    idempotency_key = models.TextField(null=True, blank=True)
+    tenant_id = models.TextField(null=True, blank=True)
+    priority = models.SmallIntegerField(db_default=0)
+    max_attempts = models.IntegerField(db_default=3)
+    run_at = models.DateTimeField(null=True, blank=True)
+    """Due time, fixed at stage (a delay counts from staging); null: due at publish."""
+    enqueued_by = models.TextField(null=True, blank=True)
+    traceparent = models.TextField(null=True, blank=True)
+    extra = models.JSONField(null=True, blank=True)
+    """Any other field of the enqueue request, carried to the publish as is."""
+    staged_at = models.DateTimeField(db_default=Now())
+    """The staging transaction's time: one transaction's messages share it."""
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.TextField(null=True, blank=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.IntegerField(db_default=0)
+    """Publishes of this message that failed."""
+    last_error = models.TextField(null=True, blank=True)
+
+    class Meta:
+        db_table = "ultimate_jobs_outbox"
+        verbose_name = "outbox message"
+        indexes = [
+            # The relay's claim: unpublished rows in stage order.
+            models.Index(
+                "staged_at",
+                "id",
+                name="uj_outbox_pending_idx",
+                condition=Q(published_at__isnull=True),
+            ),
+            # The retention sweep: published rows, oldest first.
+            models.Index(
+                "published_at",
+                name="uj_outbox_published_idx",
+                condition=Q(published_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.id}"

@@ -25,9 +25,15 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from .context import CancellationToken
-from .durations import DurationInput, parse_duration_ms
+from .durations import (
+    MAX_DURATION,
+    MAX_DURATION_TEXT,
+    DurationInput,
+    parse_duration_ms,
+)
 from .errors import (
     Aborted,
+    DurationInvalid,
     JobEventInvalid,
     JobsError,
     JobTimeout,
@@ -172,9 +178,25 @@ class StepApi:
         self._sleep(name, record, wake_at)
 
     def sleep_until(self, name: str, when: datetime) -> None:
-        """Suspend the job until ``when`` (an aware datetime)."""
-        if when.tzinfo is None:
-            raise ValueError("sleep_until() needs a timezone-aware datetime")
+        """Suspend the job until ``when`` (an aware datetime).
+
+        Raises:
+            DurationInvalid: ``when`` is not an aware datetime, or is further
+                away than a ``sleep()`` may last (36500d).
+        """
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise DurationInvalid(
+                f"sleep_until({name!r:.80}) needs a timezone-aware datetime, "
+                f"got {when!r:.80}",
+                fix="pass datetime(..., tzinfo=UTC) or timezone.now() + timedelta(...)",
+            )
+        # The same ceiling as sleep(): a wake-up centuries away is a bug in
+        # the caller's arithmetic, not a schedule.
+        if when - self._now() > MAX_DURATION:
+            raise DurationInvalid(
+                f"sleep_until({name!r:.80}) is more than {MAX_DURATION_TEXT} away",
+                fix="wake the job sooner, or re-arm a shorter sleep in a loop",
+            )
         record = self._claim_name(name)
         if record is not None and record.status == "completed":
             self.replayed.append(name)

@@ -71,7 +71,14 @@ def test_finished_jobs_past_their_window_go_with_their_steps(pg_driver):
 
     report = sweep_retention()
 
-    assert report == {"done": 1, "failed": 3, "steps": 5, "events": 0, "counters": 0}
+    assert report == {
+        "done": 1,
+        "failed": 3,
+        "steps": 5,
+        "events": 0,
+        "counters": 0,
+        "outbox": 0,
+    }
     assert ids_left() == {young_done, young_failed, *live}
     assert set(Step.objects.values_list("run_id", flat=True)) == {young_done}
     assert old_done not in ids_left() and not set(old_ended) & ids_left()
@@ -89,6 +96,7 @@ def test_windows_follow_the_retention_setting(pg_driver, settings):
         "steps": 0,
         "events": 0,
         "counters": 0,
+        "outbox": 0,
     }
     assert ids_left() == kept
 
@@ -161,9 +169,10 @@ def test_the_retention_job_sweeps_each_target_as_a_step(pg_driver):
         "steps": 1,
         "events": 0,
         "counters": 0,
+        "outbox": 0,
     }
     steps = Step.objects.filter(run_id=enqueued.run_id).values_list("name", flat=True)
-    assert sorted(steps) == ["clock", "counters", "done", "events", "failed"]
+    assert sorted(steps) == ["clock", "counters", "done", "events", "failed", "outbox"]
 
 
 def test_the_memory_driver_sweeps_the_same_rows(memory_driver_with_clock):

@@ -21,7 +21,7 @@ from django_ultimate_jobs.drivers.memory import MemoryDriver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.worker.scheduler import Scheduler
-from tests.jobsapp.jobs import noop
+from tests.jobsapp.jobs import charge, noop
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -324,3 +324,29 @@ def test_the_scheduler_fires_across_a_dst_night(
 
     assert fired("tests.cron.daily") == expected_fixed
     assert fired("tests.cron.half") == expected_interval
+
+
+def test_an_occurrence_key_past_the_byte_limit_is_hashed_not_refused(
+    driver, clock, declare
+):
+    """A long task name plus a job key near 512 bytes joined to more than the
+    key limit, and every fire was refused. The job-key part is hashed instead:
+    each job still gets its own key, and a second fire of the occurrence
+    still dedupes."""
+    long_key = "k" * 500
+    handle = declare(
+        name="tests.cron." + "n" * 150,
+        enqueue=lambda occurrence: [
+            (charge, {"invoice_id": long_key, "org_id": "o1"}),
+            (charge, {"invoice_id": long_key + "x", "org_id": "o1"}),
+        ],
+    )
+    scheduler_for(driver, clock, handle).tick()
+    clock.advance(minutes=1)
+    scheduler = scheduler_for(driver, clock, handle)
+    scheduler.tick()
+    assert len(scheduler.fired) == 1
+    keys = [key for key, _run_at in stored_jobs(driver, name="tests.charge")]
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert all(len(key.encode()) <= 512 for key in keys)
+    assert all(":sha256:" in key for key in keys)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -261,6 +261,35 @@ def test_a_sleep_past_100_years_fails_the_attempt_with_a_code(
     assert driver.get(enqueued.id).last_error.startswith(
         "X_DURATION_INVALID: sleep duration must be at most 36500d"
     )
+    assert driver.steps.list(enqueued.id) == {}
+
+
+@pytest.mark.parametrize(
+    ("when", "says"),
+    [
+        (datetime(2030, 1, 1), "needs a timezone-aware datetime"),
+        ("2030-01-01", "needs a timezone-aware datetime"),
+        (datetime(9999, 1, 1, tzinfo=UTC), "is more than 36500d (100 years) away"),
+    ],
+    ids=["naive", "text", "year-9999"],
+)
+def test_sleep_until_refuses_what_is_no_wake_time_with_a_code(
+    driver, declared, when, says
+):
+    """A naive datetime, a string or a wake-up centuries away fails the attempt
+    with X_DURATION_INVALID before the step is stored (it was a bare
+    ValueError, or a sleep nobody would live to see)."""
+
+    @declared()
+    def sleeper(ctx):
+        ctx.step.sleep_until("nap", when)
+
+    enqueued = sleeper.enqueue()
+    (execution,) = drain(driver)
+    assert execution.outcome == "retried"
+    error = driver.get(enqueued.id).last_error
+    assert error.startswith("X_DURATION_INVALID: sleep_until('nap')"), error
+    assert says in error
     assert driver.steps.list(enqueued.id) == {}
 
 

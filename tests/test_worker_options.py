@@ -106,3 +106,11 @@ def test_a_bad_queue_setting_names_the_item_and_the_problem():
         "ULTIMATE_JOBS['QUEUES'][1] holds a NUL character"
     )
     assert "ULTIMATE_JOBS['QUEUES']" in caught.value.fix
+
+
+@pytest.mark.parametrize("processes", ["0", "-3", "65", "100000"])
+def test_a_process_count_out_of_range_is_refused_before_any_fork(processes):
+    """``--processes 100000`` forked until the host ran out of memory; ``0``
+    was refused uncoded. Both are X_SETTINGS_INVALID with the range."""
+    error = runjobs(f"--processes={processes}")
+    assert "--processes must be a whole number from 1 to 64" in str(error)

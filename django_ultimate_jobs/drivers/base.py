@@ -22,6 +22,7 @@ from ..states import JobState
 
 if TYPE_CHECKING:
     from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+    from .lease_base import LeaseStore
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -346,6 +347,11 @@ class JobDriver(Protocol):
     """What a storage backend must do. Proven by the conformance suite."""
 
     name: str
+
+    @property
+    def leases(self) -> LeaseStore:
+        """Fleet-wide slots and locks (``drivers/lease_base.py``)."""
+        ...
 
     def enqueue(self, request: EnqueueRequest) -> Enqueued:
         """Insert one job (or dedupe onto the live holder of its key).

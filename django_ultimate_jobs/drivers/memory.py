@@ -55,6 +55,7 @@ from .base import (
     nack_state,
 )
 from .memory_cron import MemoryCron
+from .memory_leases import LeaseTable, MemoryLeases
 from .memory_rows import (
     CounterKey,
     JobRow,
@@ -93,6 +94,7 @@ class MemoryDriver(MemoryCron):
         self._forget()
         self.steps = MemorySteps(self)
         self.events = MemoryEvents(self)
+        self.leases = MemoryLeases(self)
 
     def _forget(self) -> None:
         self._jobs = JobTable()
@@ -102,6 +104,7 @@ class MemoryDriver(MemoryCron):
         self._counters: dict[CounterKey, dict[str, int]] = {}
         self._paused: dict[str, datetime] = {}
         self._workers = WorkerRegistry()
+        self._lease_table = LeaseTable()
         self._forget_cron()
 
     def _now(self) -> datetime:

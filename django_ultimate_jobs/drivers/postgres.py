@@ -13,13 +13,14 @@ import threading
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
 from django.apps import apps
 from django.db import DatabaseError, IntegrityError, connections, transaction
+from psycopg.abc import Loader
 
 from ..clock import Clock, system_clock
 from ..errors import (
@@ -62,6 +63,7 @@ from .jsonb import dumps as _json
 from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
+from .postgres_leases import PostgresLeases
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .sql import query
 from .steps_base import step_not_found
@@ -75,6 +77,13 @@ _EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
 MAX_WORKER_IN_FLIGHT = 100
+_TUPLES_OK = psycopg.pq.ExecStatus.TUPLES_OK
+_TIMESTAMPTZ_OID = psycopg.adapters.types["timestamptz"].oid
+_PSYCOPG_TZ_LOADER = cast(
+    "type[Loader]",
+    psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT),
+)
+"""psycopg's own timestamptz loader (C with psycopg[binary]); see ``_fast_loaders``."""
 
 
 class PostgresDriver(PostgresCron):
@@ -98,6 +107,7 @@ class PostgresDriver(PostgresCron):
         self.prepare = prepare
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
+        self.leases = PostgresLeases(self)
         self._generic_plan_threads: set[int] = set()
 
     def use_generic_plans_in_this_thread(self) -> None:
@@ -116,7 +126,12 @@ class PostgresDriver(PostgresCron):
     # -- plumbing ------------------------------------------------------------
 
     def _rows(
-        self, name: str, params: Mapping[str, Any], *, prepare: bool = True
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        prepare: bool = True,
+        filename: str = "queries.sql",
     ) -> list[tuple[Any, ...]]:
         connection = connections[self.using]
         connection.ensure_connection()
@@ -145,12 +160,17 @@ class PostgresDriver(PostgresCron):
             _GENERIC_PLAN_CONNECTIONS.add(raw)
         try:
             with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
+                _fast_loaders(connection, cursor)
                 cursor.execute(
-                    query(name),
+                    query(name, filename),
                     {"now": self.clock.sql_now(), **params},
                     prepare=self.prepare and prepare,
                 )
-                if cursor.description is None:
+                # Not cursor.description: it builds a Column per column on
+                # every call (a twentieth of the claim loop in a py-spy
+                # profile, bench/README.md); the result's status says the same.
+                result = cursor.pgresult
+                if result is None or result.status != _TUPLES_OK:
                     return []
                 return cursor.fetchall()
         except DatabaseError as error:
@@ -697,6 +717,17 @@ def _tables_missing(using: str, table: str) -> JobsTablesMissing:
         fix=f"python manage.py migrate ultimate_jobs{database}",
         meta=meta,
     )
+
+
+def _fast_loaders(connection: Any, cursor: psycopg.Cursor[Any]) -> None:
+    # Django loads timestamptz through a Python subclass that re-stamps the
+    # tzinfo of every value (django/db/backends/postgresql/psycopg_any.py):
+    # three per claimed row, the claim loop's largest decode cost in a py-spy
+    # profile (bench/README.md). When Django's zone and the session's are
+    # both UTC, psycopg's own loader answers the very same datetimes (same
+    # tzinfo object), so this cursor uses it; any other zone keeps Django's.
+    if connection.timezone is UTC and cursor.connection.info.timezone is UTC:
+        cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _PSYCOPG_TZ_LOADER)
 
 
 def array_literal(values: Sequence[UUID | int]) -> str:

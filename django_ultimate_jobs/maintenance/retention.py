@@ -41,7 +41,7 @@ DEFAULT_BATCH = 5_000
 one batch commits within about 0.1 s (bench/retention.py: median 96 ms,
 longest 160 ms on a 2-core machine)."""
 
-TARGETS = ("done", "failed", "events", "counters")
+TARGETS = ("done", "failed", "events", "counters", "outbox")
 """The sweep's targets, in the order a pass runs them."""
 
 _FAILED_STATES = (JobState.FAILED, JobState.DEAD, JobState.CANCELLED)
@@ -54,7 +54,8 @@ def sweep_retention(
 
     Done jobs older than ``RETENTION["done"]`` and failed, dead and
     cancelled jobs older than ``RETENTION["failed"]`` go with their steps;
-    expired events and 1-hour counter buckets past 30 days go too.
+    expired events and 1-hour counter buckets past 30 days go too, and
+    outbox messages published longer than ``RETENTION["done"]`` ago.
 
     Args:
         now: the instant to sweep as of (default: the driver's clock, which
@@ -62,7 +63,8 @@ def sweep_retention(
         batch: the most rows one transaction deletes.
 
     Returns:
-        ``{"done", "failed", "steps", "events", "counters"}`` -> rows deleted.
+        ``{"done", "failed", "steps", "events", "counters", "outbox"}`` ->
+        rows deleted.
 
     Raises:
         JobInputInvalid: ``batch`` is not a whole number of at least 1, or
@@ -91,6 +93,8 @@ def sweep_target(
         raise JobInputInvalid("batch must be a whole number of at least 1")
     require_aware(now)
     driver = get_driver()
+    if target == "outbox":
+        return {"outbox": _sweep_outbox(driver, now, batch)}
     if not isinstance(driver, PostgresDriver):
         return _sweep_memory(driver, target, now)
     using = driver.using
@@ -133,6 +137,20 @@ def delete_in_batches(
         yield int(rows), int(dependent)
         if rows < batch:
             return
+
+
+def _sweep_outbox(driver: Any, now: datetime, batch: int) -> int:
+    """Published outbox messages past ``RETENTION["done"]`` (OUTBOX_DATABASE)."""
+    configured = jobs_settings()
+    if not isinstance(driver, PostgresDriver) and not configured.outbox:
+        return 0  # the memory driver in tests, no outbox: no database to touch
+    before = now - timedelta(milliseconds=configured.retention_done_ms)
+    return sum(
+        rows
+        for rows, _ in delete_in_batches(
+            configured.outbox_database, "outbox_retention", {"before": before}, batch
+        )
+    )
 
 
 def _window_ms(target: str) -> int:

@@ -26,8 +26,10 @@ counter buckets as ``{(bucket_ms, bucket_start): {field: n}}`` over
         # put_step and step_names: see tests/conformance/test_memory_driver.py
 
 Every check uses its own queue and job names, so checks can share a store.
-The operator checks live in :mod:`.conformance_operator`; register both
-modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
+The operator checks live in :mod:`.conformance_operator`, the lease store's
+(``driver.leases``: slots and locks) in :mod:`.conformance_leases`, the
+claim's skipping of full tenants in :mod:`.conformance_fairness`; register
+these modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
 failed check shows the values it compared.
 """
 
@@ -62,6 +64,7 @@ from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
 from .conformance_fairness import FairnessConformance
+from .conformance_leases import LeaseConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -178,7 +181,7 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance, FairnessConformance):
+class DriverConformance(OperatorConformance, LeaseConformance, FairnessConformance):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture
@@ -472,6 +475,24 @@ class DriverConformance(OperatorConformance, FairnessConformance):
         again = lane.enqueue(id=job_id, idempotency_key="fresh", input={"n": 2})
         assert again == Enqueued(job_id, job_id, True)
         assert lane.row(job_id).state is JobState.DONE
+
+    def test_enqueue_many_republished_batch_inserts_only_the_new_ids(
+        self, lane, driver
+    ):
+        """A batch published again (the outbox relay after a lost mark) with
+        one more id: the known ids answer their rows, whatever their state;
+        only the new one is inserted."""
+        ids = sorted(uuid7() for _ in range(3))
+        first = driver.enqueue_many([lane.request(id=i, run_id=i) for i in ids[:2]])
+        assert [(a.id, a.deduped) for a in first] == [(ids[0], False), (ids[1], False)]
+        lane.ack(lane.claim_one())
+        again = driver.enqueue_many([lane.request(id=i, run_id=i) for i in ids])
+        assert [(a.id, a.deduped) for a in again] == [
+            (ids[0], True),
+            (ids[1], True),
+            (ids[2], False),
+        ]
+        assert [lane.row(i).id for i in ids] == ids
 
     def test_enqueue_many_answers_in_order(self, lane, driver):
         """enqueue_many answers in request order, dedupes resolved."""

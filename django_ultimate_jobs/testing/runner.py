@@ -3,6 +3,8 @@
 Each round is one :meth:`Worker.tick`: the real claim statement, the real
 executor and the real settle statements, run in the calling thread so that
 a test inside a ``TestCase`` transaction sees its own uncommitted rows.
+With ``ULTIMATE_JOBS["OUTBOX"]`` on, pending outbox messages are published
+first (in this thread, so a ``TestCase`` sees its own staged messages).
 Rounds repeat until a claim finds nothing; a job that keeps coming back
 due (a retry with no delay, say) stops the loop after ``max_rounds`` with
 an assertion suggesting a delay.
@@ -46,6 +48,13 @@ def run_jobs(
         **config: other :class:`~django_ultimate_jobs.worker.config.WorkerConfig`
             fields.
     """
+    from ..conf import jobs_settings
+    from ..outbox import publish_pending
+
+    if jobs_settings().outbox:
+        # Under TestCase nothing commits, so no commit callback published
+        # what the test staged: publish it here, where it is visible.
+        publish_pending(driver=driver)
     chosen = tuple(queues) if queues else _all_queues()
     worker = Worker(
         WorkerConfig.from_settings(queues=chosen, claim_batch=claim_batch, **config),

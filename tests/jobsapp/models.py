@@ -62,3 +62,13 @@ class BackfillItem(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.pk} (group {self.grp}, handled {self.handled})"
+
+
+class Invoice(models.Model):
+    """A row a lock protects: its writers store their fencing token with it."""
+
+    status = models.TextField(default="draft")
+    lock_token = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        return f"invoice {self.pk} {self.status} (token {self.lock_token})"

@@ -87,3 +87,18 @@ SELECT p.partstrat,
   LEFT JOIN pg_class c ON c.oid = i.inhrelid
  WHERE p.partrelid = to_regclass(%(table)s)
  ORDER BY c.relname;
+
+
+-- name: outbox_retention
+-- Published outbox messages past RETENTION["done"], oldest first, one batch
+-- (run on OUTBOX_DATABASE). Unpublished ones are never touched: a message
+-- waiting for its publish is the job itself.
+WITH gone AS (
+    DELETE FROM ultimate_jobs_outbox
+     WHERE id IN (SELECT id FROM ultimate_jobs_outbox
+                   WHERE published_at IS NOT NULL AND published_at < %(before)s
+                   ORDER BY published_at
+                   LIMIT %(batch)s)
+    RETURNING 1
+)
+SELECT count(*), 0 FROM gone;

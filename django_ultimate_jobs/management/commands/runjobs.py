@@ -7,6 +7,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -19,12 +20,16 @@ from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
+from ...outbox.relay import OutboxRelay, install_local_relay
 from ...validation import name_problem
 from ...worker.config import WorkerConfig
 from ...worker.listener import WakeListener
 from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
+
+MAX_PROCESSES = 64
+"""A ceiling on ``--processes``: past it the host, not the flag, is the limit."""
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -68,6 +73,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--no-relay", action="store_true", help="no outbox relay")
         parser.add_argument(
+            "--relay-only",
+            action="store_true",
+            help="run only the outbox relay (no worker, no scheduler)",
+        )
+        parser.add_argument(
             "--no-housekeeping",
             action="store_true",
             help="do not serve HOUSEKEEPING_QUEUE (the built-in jobs' queue)",
@@ -76,12 +86,26 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the worker, or supervise ``--processes`` of them."""
         processes = options["processes"]
-        if processes is None or processes < 1:
-            raise CommandError("--processes must be at least 1")
+        # Refused, not clamped: a typo of 1000 would fork a thousand Django
+        # processes, each with its connections, before anything else fails.
+        if processes is None or not 1 <= processes <= MAX_PROCESSES:
+            raise CommandError(
+                SettingsInvalid(
+                    f"--processes must be a whole number from 1 to {MAX_PROCESSES}, "
+                    f"got {processes!r}",
+                    fix="pass --processes about the host's core count; "
+                    "for more, run runjobs on more hosts",
+                ).render()
+            )
+        if options["relay_only"] and options["no_relay"]:
+            raise CommandError("--relay-only and --no-relay contradict each other")
         try:
             config = self._config(options)
         except JobsError as error:
             raise CommandError(error.render()) from error
+        if options["relay_only"]:
+            self._relay_only()
+            return
         if processes > 1:
             # The autoreloader's helper rebuilds this process's command line
             # the way Python started it (a script, or `python -m django`).
@@ -89,8 +113,9 @@ class Command(BaseCommand):
             argv = [a for a in argv if not a.startswith("--processes=")]
             grace = config.shutdown_deadline_ms / 1000
             # The scheduler runs once per host, in the parent, not per child.
-            child = [*argv, "--processes", "1", "--no-scheduler"]
-            with _scheduler(options, None):
+            # The relay role too; children still publish their own commits.
+            child = [*argv, "--processes", "1", "--no-scheduler", "--no-relay"]
+            with _scheduler(options, None), _relay(options, None):
                 code = Supervisor(child, processes, grace).run()
             sys.exit(code)
         worker = Worker(config)
@@ -116,7 +141,7 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            with _scheduler(options, worker):
+            with _scheduler(options, worker), _relay(options, worker):
                 worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
@@ -125,6 +150,20 @@ class Command(BaseCommand):
             "ULTIMATE_JOBS_CHILD"
         ):
             sys.exit(EXIT_RECYCLE)
+
+    def _relay_only(self) -> None:
+        """``--relay-only``: the relay role until SIGTERM/SIGINT."""
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        with _relay({"no_relay": False}, None) as relay:
+            assert relay is not None
+            self.stdout.write(f"runjobs {relay.worker_id}: relay only")
+            stop.wait()
 
     def _config(self, options: dict[str, Any]) -> WorkerConfig:
         settings = jobs_settings()
@@ -211,6 +250,32 @@ def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]
         yield
     finally:
         thread.stop()
+
+
+@contextmanager
+def _relay(
+    options: dict[str, Any], worker: Worker | None
+) -> Iterator[OutboxRelay | None]:
+    """Run the outbox relay role around the body, unless ``--no-relay``.
+
+    It is also this process's relay for commit callbacks (a job body that
+    enqueues through the outbox wakes it).
+    """
+    if options["no_relay"]:
+        yield None
+        return
+    relay = OutboxRelay(
+        poll=True,
+        worker_id=worker.id if worker is not None else None,
+        outage=worker.outage if worker is not None else None,
+    )
+    previous = install_local_relay(relay)
+    relay.start()
+    try:
+        yield relay
+    finally:
+        relay.stop()
+        install_local_relay(previous)
 
 
 def _set_live(worker: Worker, live: bool) -> None:

@@ -1,0 +1,99 @@
+"""Outbox messages: a read-only list (pending, claimed, published, failed).
+
+Messages are written by the enqueue and retired by the relay only; the
+page shows where each one is and, for one whose publish failed, the error
+and how many publishes failed. The rows live in ``OUTBOX_DATABASE``, which
+the list reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from ..conf import jobs_settings
+from ..models import OutboxMessage
+
+__all__ = ["OutboxMessageAdmin"]
+
+
+class StatusFilter(admin.SimpleListFilter):
+    """Pending (unclaimed), claimed, published, failed (a publish failed)."""
+
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        """The four statuses a message can be in."""
+        return [
+            ("pending", "pending"),
+            ("claimed", "claimed"),
+            ("published", "published"),
+            ("failed", "failed"),
+        ]
+
+    def queryset(
+        self, request: HttpRequest, queryset: QuerySet[Any]
+    ) -> QuerySet[Any] | None:
+        """Messages in the chosen status."""
+        value = self.value()
+        if value == "pending":
+            return queryset.filter(published_at=None, claimed_at=None)
+        if value == "claimed":
+            return queryset.filter(published_at=None, claimed_at__isnull=False)
+        if value == "published":
+            return queryset.filter(published_at__isnull=False)
+        if value == "failed":
+            return queryset.filter(published_at=None, attempts__gt=0)
+        return queryset
+
+
+@admin.register(OutboxMessage)
+class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Read-only: messages are staged by enqueues and retired by the relay."""
+
+    list_display = (
+        "id",
+        "name",
+        "queue",
+        "status",
+        "staged_at",
+        "claimed_by",
+        "published_at",
+        "attempts",
+        "last_error",
+    )
+    list_filter = (StatusFilter,)
+    ordering = ("-staged_at", "-id")
+    list_per_page = 50
+    show_full_result_count = False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        """The messages of ``OUTBOX_DATABASE``."""
+        return super().get_queryset(request).using(jobs_settings().outbox_database)
+
+    @admin.display(description="status")
+    def status(self, message: OutboxMessage) -> str:
+        """Where the message is: published, claimed, failed or pending."""
+        if message.published_at is not None:
+            return "published"
+        if message.claimed_at is not None:
+            return "claimed"
+        return "failed" if message.attempts else "pending"
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """No lookup from the query string but the status filter's own.
+
+        The default takes any lookup on any column (``?input__regex=...``).
+        """
+        return lookup == StatusFilter.parameter_name
+
+    def _never(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Messages are staged by enqueues and moved by the relay only
+        (deleting a pending one would lose its job; retention sweeps)."""
+        return False
+
+    has_add_permission = has_change_permission = has_delete_permission = _never
