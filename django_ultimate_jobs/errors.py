@@ -480,12 +480,26 @@ class JobOnSettledFailed(JobsError):
     )
 
 
-class JobConcurrencyUnenforceable(JobsError):
-    """A registered job declares ``concurrency`` the worker cannot enforce."""
+class JobSlotLost(JobsError):
+    """A capped run lost its fleet-wide slot (its renewal found it lapsed or taken)."""
 
-    code = "X_JOB_CONCURRENCY_UNENFORCEABLE"
-    retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "remove concurrency= from the job until fleet-wide slots ship"
+    code = "X_JOB_SLOT_LOST"
+    retry_class = RetryClass.UNCLASSIFIED
+    default_fix = (
+        "nothing to do: the run was stopped so the cap holds, and it is retried; "
+        "if it recurs, the worker stalls longer than VISIBILITY_TIMEOUT"
+    )
+
+
+class JobKeyBusy(JobsError):
+    """A ``when_busy="fail"`` job found its concurrency key held by another run."""
+
+    code = "X_JOB_KEY_BUSY"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "python manage.py jobs retry <id> once the other run is done, or declare "
+        'when_busy="wait"'
+    )
 
 
 class JobIdInvalid(JobsError):

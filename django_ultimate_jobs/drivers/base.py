@@ -45,6 +45,7 @@ __all__ = [
     "NackRequest",
     "PausedName",
     "QueueStats",
+    "Renewed",
     "WorkerRecord",
     "nack_state",
 ]
@@ -91,6 +92,11 @@ class EnqueueRequest:
     on_conflict: Literal["dedupe", "error"] = "dedupe"
     enqueued_by: str | None = None
     traceparent: str | None = None
+    concurrency_key: str | None = None
+    """The lease key a run takes a slot under (``job:<name>`` or
+    ``job-key:<URI-encoded name>:<key>``); ``None``: uncapped."""
+    concurrency_limit: int | None = None
+    """Slots of ``concurrency_key`` (runs of it at once, fleet-wide)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +177,13 @@ class ClaimedJob:
     """A lapsed lease re-taken by this claim."""
     start_recorded: bool = False
     """The claim recorded this attempt as started (``ClaimOptions.start_now``)."""
+    concurrency_key: str | None = None
+    """The lease key whose slot this claim holds (``None``: uncapped)."""
+    key_busy: bool = False
+    """Claimed WITHOUT a slot, to be refused: a ``when_busy="fail"`` job whose
+    key every live holder of is another job (``ClaimOptions.refuse_busy``).
+    The worker settles it ``failed`` (``X_JOB_KEY_BUSY``, attempt given back)
+    and never runs its body."""
 
     @property
     def needs_start_mark(self) -> bool:
@@ -206,8 +219,36 @@ class ClaimOptions:
     skip_tenants: frozenset[str | None] = field(default_factory=frozenset)
     """Tenants whose ready and due rows the claim skips (``None``: rows
     without a tenant): the tenants at their in-process limit
-    (``worker/limits.py``). Lapsed leases are re-taken whatever their
-    tenant; the worker sheds those over a limit."""
+    (``worker/limits.py``). The ordinary claim only: lapsed leases, and
+    rows carrying a concurrency key (``capped``), are claimed whatever their
+    tenant, and the worker sheds those over a limit."""
+    capped: int = 0
+    """Also claim up to this many rows carrying a concurrency key
+    (``job(concurrency=...)``), each only with a free fleet-wide slot of its
+    key (within ``limit``); the first ``start_now`` are recorded started, as
+    the ordinary claim records its rows. 0: capped rows are left alone (the
+    uncapped claim runs exactly as for a worker that declares no limit)."""
+    uncapped: bool = True
+    """Claim rows without a concurrency key too (the ordinary claim). A
+    capped worker whose last claim found none leaves it out until a wake or
+    a poll interval passes: the claim of a queue of capped rows was two
+    statements per run (see ``Worker._uncapped_due``)."""
+    refuse_busy: frozenset[str] = field(default_factory=frozenset)
+    """Job names declared ``when_busy="fail"``: a due row of one whose key's
+    live slots are all held by OTHER jobs is claimed as ``key_busy``, to be
+    refused (``capped`` only)."""
+
+
+class Renewed(set[UUID]):
+    """The ids a heartbeat renewed, and those of them whose slot was lost."""
+
+    slots_lost: frozenset[UUID]
+
+    def __init__(
+        self, landed: Iterable[UUID] = (), slots_lost: Iterable[UUID] = ()
+    ) -> None:
+        super().__init__(landed)
+        self.slots_lost = frozenset(slots_lost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -393,8 +434,13 @@ class JobDriver(Protocol):
 
     def heartbeat_many(
         self, held: Iterable[tuple[UUID, ClaimIdentity]], *, visibility_ms: int
-    ) -> set[UUID]:
-        """Extend many leases in one round trip; answers the ids that landed."""
+    ) -> Renewed:
+        """Extend many leases in one round trip; answers the ids that landed.
+
+        The held fleet-wide slots of capped runs are renewed with them; a
+        landed id whose slot had lapsed (or was taken) is also in
+        ``slots_lost``: its run must stop (``X_JOB_SLOT_LOST``).
+        """
         ...
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:

@@ -17,11 +17,13 @@ from .lease_base import HeldLease, LeaseRecord
 if TYPE_CHECKING:
     from .memory import MemoryDriver
 
-__all__ = ["LeaseTable", "MemoryLeases"]
+__all__ = ["LeaseRow", "LeaseTable", "MemoryLeases"]
 
 
 @dataclass(slots=True)
-class _Row:
+class LeaseRow:
+    """One ``(key, slot)`` row: its holder, fence and expiry."""
+
     holder: str
     fence: int
     expires_at: datetime
@@ -31,7 +33,7 @@ class LeaseTable:
     """Lease rows keyed by ``(key, slot)``, and one fence sequence."""
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, int], _Row] = {}
+        self.rows: dict[tuple[str, int], LeaseRow] = {}
         self.fence = 0
 
     def acquire(
@@ -44,7 +46,7 @@ class LeaseTable:
                 continue
             self.fence += 1
             expires_at = now + timedelta(milliseconds=ttl_ms)
-            self.rows[(key, slot)] = _Row(holder, self.fence, expires_at)
+            self.rows[(key, slot)] = LeaseRow(holder, self.fence, expires_at)
             return HeldLease(
                 key=key,
                 slot=slot,
@@ -80,7 +82,9 @@ class LeaseTable:
         if row is not None and row.holder != holder and row.expires_at > now:
             return False
         fence = 1 if row is None else row.fence + (row.holder != holder)
-        self.rows[(key, 0)] = _Row(holder, fence, now + timedelta(milliseconds=ttl_ms))
+        self.rows[(key, 0)] = LeaseRow(
+            holder, fence, now + timedelta(milliseconds=ttl_ms)
+        )
         return True
 
     def resign(self, key: str, holder: str) -> None:
@@ -89,7 +93,7 @@ class LeaseTable:
         if row is not None and row.holder == holder:
             del self.rows[(key, 0)]
 
-    def live(self, key: str, now: datetime) -> list[tuple[int, _Row]]:
+    def live(self, key: str, now: datetime) -> list[tuple[int, LeaseRow]]:
         """The unexpired rows of ``key`` in slot order."""
         found = [
             (slot, row)

@@ -65,6 +65,7 @@ from ..ids import uuid7
 from ..states import JobState, parse_state
 from .conformance_fairness import FairnessConformance
 from .conformance_leases import LeaseConformance
+from .conformance_limits import LimitsConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -106,6 +107,8 @@ class Lane:
         registry_ttl_ms: int | None = None,
         start_now: int = 0,
         retake: int | None = None,
+        capped: bool = False,
+        refuse_busy: frozenset[str] = frozenset(),
         skip_tenants: frozenset[str | None] = frozenset(),
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
@@ -119,6 +122,8 @@ class Lane:
             start_now=start_now,
             retake=retake,
             skip_tenants=skip_tenants,
+            capped=limit if capped else 0,
+            refuse_busy=refuse_busy,
         )
         return self.driver.claim(options)
 
@@ -181,7 +186,9 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance, LeaseConformance, FairnessConformance):
+class DriverConformance(
+    OperatorConformance, LeaseConformance, LimitsConformance, FairnessConformance
+):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture

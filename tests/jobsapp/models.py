@@ -72,3 +72,22 @@ class Invoice(models.Model):
 
     def __str__(self) -> str:
         return f"invoice {self.pk} {self.status} (token {self.lock_token})"
+
+
+class SlotRun(models.Model):
+    """One body run of a capped test job: when it started and ended (DB clock).
+
+    The concurrency acceptance tests count overlapping runs per ``key``: the
+    body writes its start after the claim took its slot and its end before
+    the settle frees it, so the runs of a key never overlap more than its
+    limit. A run whose worker was SIGKILLed has no end.
+    """
+
+    job_id = models.UUIDField()
+    key = models.TextField()
+    worker = models.TextField()
+    started_at = models.DateTimeField(db_default=Now())
+    ended_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.key} run of {self.job_id} by {self.worker}"
