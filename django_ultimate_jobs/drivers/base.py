@@ -220,6 +220,12 @@ class ClaimOptions:
     started: the worker hands them to idle slots at once. A lapse charges an
     attempt only when its start was recorded, so jobs held ahead lose
     nothing to a crash."""
+    skip_tenants: frozenset[str | None] = field(default_factory=frozenset)
+    """Tenants whose ready and due rows the claim skips (``None``: rows
+    without a tenant): the tenants at their in-process limit
+    (``worker/limits.py``). The ordinary claim only: lapsed leases, and
+    rows carrying a concurrency key (``capped``), are claimed whatever their
+    tenant, and the worker sheds those over a limit."""
     capped: int = 0
     """Also claim up to this many rows carrying a concurrency key
     (``job(concurrency=...)``), each only with a free fleet-wide slot of its

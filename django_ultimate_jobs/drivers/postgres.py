@@ -353,6 +353,8 @@ class PostgresDriver(PostgresCron):
                 "ttl": options.registry_ttl_ms,
                 "start_now": max(options.start_now - started, 0),
                 "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
+                "skip": [t for t in options.skip_tenants if t is not None],
+                "untenanted": None not in options.skip_tenants,
             },
         )
         claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]

@@ -202,6 +202,12 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- rows by id = ANY(ARRAY(...)): joined to the picked CTE instead, the
 -- planner (which cannot see into it) chose a sequential scan of the whole
 -- table per claim once the picks were estimated at 64 rows.
+--
+-- Tenant fairness (worker/limits.py): %(skip)s names the tenants at their
+-- in-process limit and %(untenanted)s is false when the bucket of jobs
+-- without a tenant is full; their ready and due rows are skipped in the
+-- scan, so a claim reaches another tenant's rows behind a flood instead of
+-- claiming the flood and handing it back (see claim_tenant_open for the cost).
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), open AS MATERIALIZED (
@@ -219,6 +225,7 @@ WITH clock AS MATERIALIZED (
               AND j.queue = q.name
               AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
+              AND @claim_tenant_open
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS w
@@ -232,6 +239,7 @@ WITH clock AS MATERIALIZED (
               AND j.queue = q.name
               AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
+              AND @claim_tenant_open
             ORDER BY j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS t
@@ -777,6 +785,19 @@ RETURNING j.id;
 SELECT (SELECT count(*) FROM moved) AS affected,
        (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
        (SELECT count(*) FROM woke)
+
+
+-- fragment: claim_tenant_open
+-- The claim's tenant filter. NULL-safe: "tenant_id <> ALL(...)" alone would
+-- drop every row without a tenant once any tenant is full. With nothing
+-- full ('{}' and true) it is true for every row and the scan is unchanged.
+-- With a tenant full, the ordered scan of the ready index reads past its
+-- rows (a heap fetch each: tenant_id is not in the index) to reach the next
+-- tenant's; 20,000 rows of one tenant at the head of a queue cost a claim a
+-- few milliseconds (bench figures in docs/howto/limits.md), paid only
+-- while that tenant is full in this process.
+(CASE WHEN j.tenant_id IS NULL THEN %(untenanted)s::bool
+      ELSE j.tenant_id <> ALL(%(skip)s::text[]) END)
 
 
 -- fragment: job_filter
