@@ -214,18 +214,14 @@ class MemoryDriver(MemoryCron):
                 ),
                 key=JobRow.claim_order,
             )
-            # Full tenants' waiting rows are skipped by the ordinary claim;
-            # lapsed rows and capped rows are not (as job_claim and
-            # job_claim_capped: the worker sheds those).
+            # Full tenants' waiting rows are skipped, capped or not; lapsed
+            # rows are not (as job_claim: the worker sheds those).
             waiting = (
                 row
                 for row in claimable
                 if row.state != JobState.RUNNING
                 and _wanted(row, options, lapsed=False)
-                and (
-                    row.concurrency_key is not None
-                    or row.tenant_id not in options.skip_tenants
-                )
+                and row.tenant_id not in options.skip_tenants
             )
             # In claim order until the limit: a capped row without a free
             # slot of its key is passed over (not claimed, no attempt spent).

@@ -353,8 +353,7 @@ class PostgresDriver(PostgresCron):
                 "ttl": options.registry_ttl_ms,
                 "start_now": max(options.start_now - started, 0),
                 "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
-                "skip": [t for t in options.skip_tenants if t is not None],
-                "untenanted": None not in options.skip_tenants,
+                **_tenant_skip(options),
             },
         )
         claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]
@@ -381,6 +380,7 @@ class PostgresDriver(PostgresCron):
             "limit": options.limit,
             "worker": options.worker_id,
             "visibility_ms": options.visibility_ms,
+            **_tenant_skip(options),
         }
         limit = min(options.capped, options.limit)
         # The key scan takes turns around the keys (see job_claim_capped):
@@ -927,6 +927,15 @@ def _many_row(index: int, job_id: UUID, request: EnqueueRequest) -> dict[str, An
         row["concurrency_key"] = request.concurrency_key
         row["concurrency_limit"] = request.concurrency_limit
     return row
+
+
+def _tenant_skip(options: ClaimOptions) -> dict[str, Any]:
+    """The claim_tenant_open fragment's parameters: the full tenants, and
+    whether the bucket of jobs without a tenant still has room."""
+    return {
+        "skip": [t for t in options.skip_tenants if t is not None],
+        "untenanted": None not in options.skip_tenants,
+    }
 
 
 def _input_text(request: EnqueueRequest) -> str:

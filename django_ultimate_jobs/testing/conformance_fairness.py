@@ -2,7 +2,8 @@
 
 Internal to :mod:`django_ultimate_jobs.testing.conformance` (mixed into
 ``DriverConformance``). The worker passes the tenants at their in-process
-limit (``worker/limits.py``); the claim must skip their waiting rows, treat
+limit (``worker/limits.py``); the claim must skip their waiting rows (of
+capped jobs too), treat
 jobs without a tenant as a bucket of their own, and still re-take lapsed
 leases of any tenant (the worker sheds those).
 """
@@ -66,3 +67,19 @@ class FairnessConformance:
         clock.advance(seconds=2)
         result = lane.claim("worker-b", skip_tenants=frozenset({"a"}))
         assert [job.id for job in result.claimed] == [lapsed]
+
+    def test_capped_rows_of_a_full_tenant_are_skipped_too(
+        self, lane: Lane, clock: ManualClock
+    ) -> None:
+        """Rows of ``concurrency=`` jobs take no slot while their tenant is
+        skipped, ready or due: a flood of capped jobs costs no shed write."""
+        key = {"concurrency_key": f"job:{lane.job}", "concurrency_limit": 5}
+        ready = lane.enqueue(tenant_id="a", **key).id
+        due = lane.enqueue(tenant_id="a", delay_ms=1_000, **key).id
+        other = lane.enqueue(tenant_id="b", **key).id
+        clock.advance(seconds=1)
+        skipped = lane.claim(capped=True, skip_tenants=frozenset({"a"}))
+        assert [job.id for job in skipped.claimed] == [other]
+        assert lane.driver.leases.held(f"job:{lane.job}") == 1
+        later = lane.claim("worker-b", capped=True).claimed
+        assert sorted(job.id for job in later) == sorted([ready, due])

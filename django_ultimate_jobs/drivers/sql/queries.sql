@@ -340,6 +340,9 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 -- rows of capped jobs (late) join them; a lapsed row takes a slot like a
 -- fresh one (an exhausted lapse is buried by job_claim).
 --
+-- Tenants full in this process (claim_tenant_open, as job_claim) are
+-- skipped here and in job_claim_capped_late: their rows take no slot.
+--
 -- Each key's candidates are paired with its lowest slots not held by an
 -- unexpired lease (slot numbers below live + candidates suffice: at most
 -- `live` of them are taken), the pairs are inserted into the lease table in
@@ -373,7 +376,7 @@ WITH RECURSIVE clock AS MATERIALIZED (
       FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
            SELECT j.id, j.priority, j.run_at FROM ultimate_jobs_job j
             WHERE j.state = 'ready' AND j.concurrency_key = r.k
-              AND j.queue = ANY(o.n) AND j.run_at <= c.now
+              AND j.queue = ANY(o.n) AND j.run_at <= c.now AND @claim_tenant_open
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT greatest(0, least(%(limit)s, r.lim - (
                       SELECT count(*) FROM ultimate_jobs_lease l
@@ -412,7 +415,7 @@ WITH clock AS MATERIALIZED (
            0 AS lapsed
       FROM ultimate_jobs_job j, clock c, open o
      WHERE j.state IN ('delayed', 'suspended') AND j.queue = ANY(o.n)
-       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL
+       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL AND @claim_tenant_open
      ORDER BY j.run_at, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
