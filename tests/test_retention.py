@@ -78,6 +78,7 @@ def test_finished_jobs_past_their_window_go_with_their_steps(pg_driver):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     assert ids_left() == {young_done, young_failed, *live}
     assert set(Step.objects.values_list("run_id", flat=True)) == {young_done}
@@ -97,6 +98,7 @@ def test_windows_follow_the_retention_setting(pg_driver, settings):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     assert ids_left() == kept
 
@@ -170,9 +172,18 @@ def test_the_retention_job_sweeps_each_target_as_a_step(pg_driver):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     steps = Step.objects.filter(run_id=enqueued.run_id).values_list("name", flat=True)
-    assert sorted(steps) == ["clock", "counters", "done", "events", "failed", "outbox"]
+    assert sorted(steps) == [
+        "clock",
+        "counters",
+        "done",
+        "events",
+        "failed",
+        "locks",
+        "outbox",
+    ]
 
 
 def test_the_memory_driver_sweeps_the_same_rows(memory_driver_with_clock):
