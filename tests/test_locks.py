@@ -21,6 +21,7 @@ from django_ultimate_jobs.models import Lease
 from tests.jobsapp.models import Invoice
 from tests.support.waiting import wait_until
 
+
 def refused_elsewhere(key: str, **options) -> JobsError:
     """The error another thread of this process gets taking ``key``."""
     from django.db import connections
@@ -686,7 +687,9 @@ def test_async_with_is_refused_with_a_code(memory):
 
     with pytest.raises(JobsError) as refused:
         asyncio.run(use())
-    assert refused.value.code == "X_LOCK_INVALID" and "async with" in refused.value.cause
+    assert (
+        refused.value.code == "X_LOCK_INVALID" and "async with" in refused.value.cause
+    )
 
 
 @pytest.mark.parametrize("wait", ["0s", "0ms", 0])

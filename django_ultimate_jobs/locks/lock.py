@@ -309,8 +309,9 @@ def lock(
     Args:
         key: a non-blank string of at most 200 characters. As a decorator,
             also a ``str.format`` template over the function's parameter
-            names (``"invoice:{invoice_id}"``) or a callable taking the
-            function's arguments and answering the key.
+            names (``"invoice:{invoice_id}"``; no fields: one fixed key;
+            positional fields refused) or a callable taking the function's
+            arguments and answering the key.
         ttl: how long the lock outlives a holder that stopped renewing
             (crashed, frozen, cut off); renewed every ttl / 3 while held.
             At least 1s. ``"30s"``, a ``timedelta`` or int milliseconds.
