@@ -762,6 +762,17 @@ class LockLost(JobsError):
     )
 
 
+class LockNotFound(JobsError):
+    """``jobs leases --release``: no row is stored under that lock key."""
+
+    code = "X_LOCK_NOT_FOUND"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "check the key: python manage.py jobs leases --prefix lock: lists the "
+        "stored locks (a released or swept lock has no row)"
+    )
+
+
 class LockTokenStale(JobsError):
     """A fenced write presented a token older than the one already stored."""
 

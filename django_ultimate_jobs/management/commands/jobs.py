@@ -73,6 +73,12 @@ class Command(BaseCommand):
         holding.add_argument(
             "--limit", type=int, default=200, help="rows at most, 1 to 200"
         )
+        holding.add_argument(
+            "--release",
+            metavar="KEY",
+            help="force-release a stuck lock: delete the row of KEY (lock:...) "
+            "as listed; its old holder's fenced writes are still refused",
+        )
         # People type the flag after the verb too (`jobs show <id> --json`).
         # SUPPRESS: a verb that is not given --json leaves the value the
         # top-level flag set, instead of resetting it to False.
@@ -119,8 +125,10 @@ class Command(BaseCommand):
             "run-task": lambda: operator.run_task(options["task"]),
             "stats": operator.stats,
             "workers": operator.workers,
-            "leases": lambda: operator.leases(
-                prefix=options["prefix"], limit=options["limit"]
+            "leases": lambda: (
+                operator.release_lock(options["release"])
+                if options["release"] is not None
+                else operator.leases(prefix=options["prefix"], limit=options["limit"])
             ),
         }
         try:
@@ -135,6 +143,13 @@ class Command(BaseCommand):
         else:
             kind = "tasks" if options.get("task") else "queues"
             self.stdout.write(_human(verb, answer, kind=kind))
+        if verb == "leases" and isinstance(answer, list):
+            if len(answer) == options["limit"]:
+                # On stderr too with --json, which keeps stdout a plain list.
+                (self.stderr if options["json"] else self.stdout).write(
+                    f"(the first {options['limit']} rows by key: more may be "
+                    "stored; narrow them with --prefix)"
+                )
 
     def execute(self, *args: Any, **options: Any) -> Any:
         """Run; from a shell, a ``--json`` refusal leaves only its JSON on stderr."""
@@ -242,7 +257,15 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
     )
 
 
-def _human_leases(answer: list[dict[str, Any]]) -> str:
+def _human_leases(answer: list[dict[str, Any]] | dict[str, Any]) -> str:
+    if isinstance(answer, dict):
+        return "\n".join(
+            f"released {answer['key']} #{row['slot']} holder={row['holder']} "
+            f"token={row['token']}{' (had lapsed)' if row['expired'] else ''}: "
+            "the lock is free; its old holder loses it at its next renewal, "
+            "and its fenced writes are refused once the next holder writes"
+            for row in answer["released"]
+        )
     lines = [
         f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
         f"holder={lease['holder']} token={lease['token']} "
