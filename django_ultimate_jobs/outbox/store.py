@@ -169,6 +169,11 @@ class OutboxStore:
             },
         )
 
+    def release_claimant(self, token: str) -> int:
+        """Hand back every unpublished message ``token`` holds (a relay that
+        stops); answers how many."""
+        return self._run("outbox_release_claimant", {"token": token})[1]
+
     def pending(self) -> int:
         """Messages not published yet (claimed or not)."""
         return int(self._execute("outbox_pending", {})[0][0])
