@@ -39,9 +39,7 @@ def unpublished(limit: int = 50) -> dict[str, Any]:
             fix=f"pass --limit between 1 and {MAX_LISTED}",
         )
     rows = OutboxMessage.objects.using(outbox_database()).filter(published_at=None)
-    messages = [
-        _message_dict(m) for m in rows.order_by("staged_at", "id")[:limit]
-    ]
+    messages = [_message_dict(m) for m in rows.order_by("staged_at", "id")[:limit]]
     return {"pending": rows.count(), "messages": messages}
 
 

@@ -278,3 +278,12 @@ def test_runjobs_runs_the_relay_role_unless_told_not_to(project):
         message=quiet.tail,
     )
     assert "relay" not in roles(quiet)
+
+
+def test_a_process_that_commits_and_exits_publishes_what_it_staged(project):
+    # No relay runs anywhere: only the exiting process's own can publish.
+    code, ids = project.client("commit", "3000", "--exit")
+    assert code == 0 and len(ids["committed"]) == 3000
+    messages = project.messages()
+    assert all(messages[i] for i in ids["committed"]), "left unpublished at exit"
+    assert set(project.jobs()) == set(ids["committed"])
