@@ -337,34 +337,49 @@ def test_an_unknown_outbox_database_fails_the_check_and_every_use(db):
     assert not [m for m in checks.run_checks() if m.id == "ultimate_jobs.E005"]
 
 
-def test_a_missing_outbox_table_is_coded_and_a_relay_logs_it_once(
-    pg_driver, caplog, monkeypatch
-):
+def test_a_missing_outbox_table_is_coded_at_enqueue(pg_driver):
     with pytest.raises(JobsTablesMissing) as missing, transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute("DROP TABLE ultimate_jobs_outbox")
         noop.using(outbox=True).enqueue(n=1)
     assert missing.value.code == "X_JOBS_TABLES_MISSING"
+    assert "ultimate_jobs_outbox" in missing.value.cause
     assert "migrate ultimate_jobs" in missing.value.fix
-    # The relay's passes meet that same error (a statement on an aborted
-    # test transaction cannot be repeated here, so the pass raises it).
-    relay = OutboxRelay()
 
-    def failing_pass():
-        raise missing.value
 
-    monkeypatch.setattr(relay, "run_pass", failing_pass)
+@override_settings(ULTIMATE_JOBS={**ON, "IDLE_POLL_MAX": "100ms"})
+def test_a_relay_without_its_table_logs_once_and_recovers(committed_pg_driver, caplog):
     caplog.set_level(logging.DEBUG, logger="django_ultimate_jobs")
-    waits = [relay._cycle() for _ in range(3)]
-    failed = [
-        r
-        for r in caplog.records
-        if r.getMessage() == "jobs.outbox.tick-failed" and r.levelno >= logging.ERROR
-    ]
-    assert len(failed) == 1, failed
-    assert failed[0].code == "X_JOBS_TABLES_MISSING" and failed[0].exc_info is None
-    # Not every 200 ms: at the idle maximum.
-    assert waits == [relay.backoff.ceiling_s] * 3
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE ultimate_jobs_outbox RENAME TO uj_outbox_away")
+    relay = OutboxRelay(poll=True)
+    previous = install_local_relay(relay)
+    try:
+        relay.start()
+        wait_until(lambda: relay.passes >= 4, 15, message="the relay kept passing")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE uj_outbox_away RENAME TO ultimate_jobs_outbox")
+    try:
+        failed = [
+            r
+            for r in caplog.records
+            if r.getMessage() == "jobs.outbox.tick-failed"
+            and r.levelno >= logging.ERROR
+        ]
+        assert len(failed) == 1, failed
+        assert failed[0].code == "X_JOBS_TABLES_MISSING"
+        assert failed[0].exc_info is None  # a coded error: no traceback
+        with transaction.atomic():
+            answer = noop.enqueue(n=1)
+        wait_until(lambda: published(answer.id), 15, message="published after")
+        assert relay.published == 1
+        assert any(
+            r.getMessage() == "jobs.outbox.tick-recovered" for r in caplog.records
+        )
+    finally:
+        relay.stop()
+        install_local_relay(previous)
 
 
 @pytest.mark.parametrize(
