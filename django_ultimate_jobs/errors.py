@@ -276,13 +276,15 @@ class JobInputInvalid(JobsError):
 
 
 class OutboxNoTransaction(JobsError):
-    """``OUTBOX = "required"`` and an enqueue ran outside a transaction."""
+    """``OUTBOX = "required"`` and an enqueue ran outside a transaction
+    (``using(outbox=False)`` counts as outside one)."""
 
     code = "X_OUTBOX_NO_TX"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = (
-        "enqueue inside transaction.atomic() on the outbox database, or pass "
-        "using(outbox=False) for a deliberate direct enqueue"
+        "enqueue inside transaction.atomic(using=<OUTBOX_DATABASE>) without "
+        "using(outbox=False); for enqueues outside a transaction to insert "
+        "directly, set ULTIMATE_JOBS['OUTBOX'] = True"
     )
 
 
