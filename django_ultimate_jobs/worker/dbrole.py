@@ -183,6 +183,7 @@ class DatabaseOutage:
         self._up = threading.Event()
         self._up.set()
         self._first_role: str | None = None
+        self._first_using: str | None = None
         self._down_since: float | None = None
         self._recovered_at: float | None = None
         self._next_try = 0.0
@@ -204,8 +205,15 @@ class DatabaseOutage:
         """Wait up to ``timeout`` seconds for the database to answer; True if it does."""
         return self._up.wait(timeout)
 
-    def lost(self, role: str, error: BaseException, *, last_ok: float | None) -> bool:
-        """A role could not reach the database (or it refused to serve).
+    def lost(
+        self,
+        role: str,
+        error: BaseException,
+        *,
+        last_ok: float | None,
+        using: str | None = None,
+    ) -> bool:
+        """A role could not reach the database ``using`` (or it refused to serve).
 
         Answers True for an echo: the role's connection died in the outage
         that just ended and this is its first use since. It reconnects at
@@ -228,6 +236,7 @@ class DatabaseOutage:
                 return True
             self._down_since = now
             self._first_role = role
+            self._first_using = using
             self._up.clear()
             self._tries = 0
             self._next_try = now + self.first_retry_s
@@ -257,17 +266,24 @@ class DatabaseOutage:
             self._next_try = now + wait / 2 + random.random() * wait / 2
             return 0.0
 
-    def recovered(self, role: str) -> None:
+    def recovered(
+        self, role: str, *, using: str | None = None, own: bool = True
+    ) -> None:
         """A role got through: the outage (if any) is over.
 
-        The LISTEN connection's answer ends only an outage it reported
-        itself: LISTEN works on a read-only database, and proves nothing
-        about the writes the other roles need.
+        ``own`` False: the role had not failed itself, and its answer ends
+        the outage only when it came from the database the outage is about
+        (a relay's answer from the outbox database proves nothing about the
+        jobs database). The LISTEN connection's answer ends only an outage it
+        reported itself: LISTEN works on a read-only database, and proves
+        nothing about the writes the other roles need.
         """
         with self._lock:
             if self._down_since is None:
                 return
             if role == "listen" and self._first_role != "listen":
+                return
+            if not own and (using is None or using != self._first_using):
                 return
             now = time.monotonic()
             outage_s = now - self._down_since
@@ -337,7 +353,9 @@ class RoleConnection:
             logger.debug("jobs.db.close-failed", exc_info=True)
         if unavailable:
             self.failing = True
-            if self.outage.lost(self.role, error, last_ok=self._last_ok):
+            if self.outage.lost(
+                self.role, error, last_ok=self._last_ok, using=self.using
+            ):
                 # An echo gets one immediate retry, not a second one: if the
                 # new connection fails too, that is an outage of its own.
                 self._last_ok = time.monotonic()
@@ -365,11 +383,19 @@ class RoleConnection:
         self.failing = False
 
     def ok(self) -> None:
-        """A database call of this role succeeded."""
+        """A database call of this role succeeded: an outage, if any, is over.
+
+        Whichever role reported the outage: a slot whose connection was
+        killed under a body reports one, and no other role may ever fail
+        (their own connections were fine), so waiting for the reporter to
+        get through left every slot waiting while the claim loop claimed.
+        """
         self._last_ok = time.monotonic()
         if self.failing:
             self.failing = False
-            self.outage.recovered(self.role)
+            self.outage.recovered(self.role, using=self.using)
+        elif self.outage.down:
+            self.outage.recovered(self.role, using=self.using, own=False)
 
 
 def _first_line(error: BaseException) -> str:

@@ -783,7 +783,12 @@ class Worker:
                 # stay read-only), and the process learns of the outage, so
                 # the next bodies wait for it rather than fail the same way.
                 close_thread_connections()
-                self.outage.lost("slot", execution.error, last_ok=None)
+                self.outage.lost(
+                    "slot",
+                    execution.error,
+                    last_ok=None,
+                    using=self._claim_db.using,
+                )
                 if is_connection_gone(execution.error):
                     execution = _handed_back(execution)
         if execution is None or execution.error is not None:

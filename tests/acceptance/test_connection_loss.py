@@ -128,6 +128,33 @@ def test_every_backend_terminated_at_once_settles_every_later_job_first_time(fle
     assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
 
 
+def test_a_body_whose_connection_is_terminated_runs_again_and_the_worker_goes_on(
+    fleet,
+):
+    """Only the slot's backend is killed, under a running body: the body is
+    handed back uncounted and runs again, and the worker goes on. Its
+    outage, reported by the slot, used to be ended only by a role that had
+    failed itself; none had, so every slot waited for a recovery that never
+    came while the claim loop went on claiming (found by a reviewer)."""
+    url, database = _server()
+    worker = fleet.start("--concurrency", "2", env={"UJ_VISIBILITY": "30s"})
+    cut = write_after.enqueue(sleep_ms=2000).id
+    wait_until(
+        lambda: Effect.objects.filter(job_id=cut, kind="start").exists(),
+        PICKUP_S,
+        message=fleet.logs,
+    )
+    assert terminate_backends(url, "uj:slot:%", database=database)
+    after = [effect.enqueue(tag=f"after-{i}").id for i in range(10)]
+    _wait_done([cut, *after], fleet)
+    rows = Job.objects.filter(id__in=after)
+    assert sorted({(r.state, r.attempt, r.claims) for r in rows}) == [("done", 1, 1)]
+    # Handed back uncounted, then run again: attempt 1, second claim.
+    assert Job.objects.values_list("attempt", "claims").get(id=cut) == (1, 2)
+    log = worker.output()
+    assert log.count("jobs.db.lost") == log.count("jobs.db.recovered") == 1, log
+
+
 def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
     """A body that kills its process spends its own attempts, nobody else's.
 

@@ -10,6 +10,7 @@ within one lease window (workers here lease for 2 s, see conftest).
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections import defaultdict
 from datetime import datetime, timedelta
@@ -99,9 +100,20 @@ def test_cap_of_two_holds_across_three_workers_and_a_sigkill(fleet, limit_jobs):
         PICKUP_S,
         message=fleet.logs,
     )
-    wait_until(two_running, PICKUP_S, message=fleet.logs)
-    holder = SlotRun.objects.filter(ended_at__isnull=True).first()
-    victim = by_pid[int(holder.worker.split(":")[1])]
+    for _ in range(5):
+        wait_until(two_running, PICKUP_S, message=fleet.logs)
+        holder = SlotRun.objects.filter(ended_at__isnull=True).first()
+        if holder is None:
+            continue
+        victim = by_pid[int(holder.worker.split(":")[1])]
+        # Frozen first: a 50 ms run could otherwise end between reading it
+        # and the kill, and the victim would hold nothing at its death.
+        victim.send(signal.SIGSTOP)
+        if SlotRun.objects.filter(pk=holder.pk, ended_at__isnull=True).exists():
+            break
+        victim.send(signal.SIGCONT)
+    else:
+        pytest.fail("no run stayed unfinished long enough to kill its worker")
     victim.kill()
     killed_at = db_now()
     orphans = list(SlotRun.objects.filter(worker=holder.worker, ended_at__isnull=True))
