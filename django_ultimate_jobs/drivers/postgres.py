@@ -64,6 +64,7 @@ from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_steps import PostgresEvents, PostgresSteps
+from .rowbuild import row_builder
 from .sql import query
 from .steps_base import step_not_found
 
@@ -824,29 +825,38 @@ def _record(row: Sequence[Any]) -> JobRecord:
     )
 
 
-def _claimed(row: Sequence[Any]) -> ClaimedJob:
+def _claimed_input(value: Any) -> Any:
+    # Most jobs take no arguments: their stored input is "{}", decoded here
+    # without the JSON parser (a fresh dict each time: handlers may mutate it).
+    return {} if value == "{}" else _loads(value)
+
+
+_claimed = row_builder(
+    ClaimedJob,
     # The job_claim projection: id, name, queue, input, idempotency_key,
     # run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
     # claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
-    # start_recorded.
-    visible_at: datetime = row[13]
-    return ClaimedJob(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        input=_loads(row[3]),
-        idempotency_key=row[4],
-        run_id=row[5],
-        attempt=row[6],
-        max_attempts=row[7],
-        priority=row[8],
-        tenant_id=row[10],
-        claimed_by=row[11],
-        claims=row[12],
-        visible_at=visible_at,
-        enqueued_by=row[14],
-        traceparent=row[15],
-        claimed_at=row[16],
-        retaken=row[17],
-        start_recorded=row[18],
-    )
+    # start_recorded (state, 9, is read by the caller).
+    {
+        "id": 0,
+        "name": 1,
+        "queue": 2,
+        "input": 3,
+        "idempotency_key": 4,
+        "run_id": 5,
+        "attempt": 6,
+        "max_attempts": 7,
+        "priority": 8,
+        "tenant_id": 10,
+        "claimed_by": 11,
+        "claims": 12,
+        "visible_at": 13,
+        "enqueued_by": 14,
+        "traceparent": 15,
+        "claimed_at": 16,
+        "retaken": 17,
+        "start_recorded": 18,
+    },
+    decode={"input": _claimed_input},
+)
+"""A ``ClaimedJob`` from a job_claim row (see ``rowbuild``: ~1 us, not ~4)."""

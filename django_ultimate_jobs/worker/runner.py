@@ -327,7 +327,13 @@ class Worker:
             self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
-                continue
+                if not claimed or len(claimed) + len(buried) >= limit:
+                    continue
+                # A short claim took every row due now: the next one comes on
+                # a wake (an enqueue's NOTIFY, a settle freeing capacity) or
+                # the poll floor, not at once. The immediate empty claim held
+                # the GIL and a core while the slots started what this one
+                # claimed (half of an idle worker's claim -> handler time).
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
@@ -726,7 +732,7 @@ class Worker:
                 if execution.claimed.id in self._held:
                     self._ran.add(execution.claimed.id)
             free = self._free_locked()
-        if free >= self._worth_claiming():
+        if free >= self._worth_claiming() and not self._wake.is_set():
             self._wake.set()
 
     def _settled(self, execution: Execution) -> None:
@@ -742,11 +748,14 @@ class Worker:
                 self.config.max_jobs is not None
                 and self.processed >= self.config.max_jobs
             )
+            # Under the same lock (once per settled job: a second acquire
+            # here was a measurable share of the settler thread).
+            free = self._free_locked()
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
         # Wake the claim loop only once a claim is worth it again: a wake per
         # settled job was most of what the loop did between claims.
-        if self._free_capacity() >= self._worth_claiming():
+        if free >= self._worth_claiming() and not self._wake.is_set():
             self._wake.set()
 
     # -- leases, deadlines, registry, drain -------------------------------------
