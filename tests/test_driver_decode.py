@@ -23,18 +23,17 @@ from django_ultimate_jobs.registry import get_job
 pytestmark = pytest.mark.postgres
 
 
+def _claim(queue: str, limit: int) -> list[ClaimedJob]:
+    options = ClaimOptions(
+        queues=(queue,), limit=limit, worker_id="w", visibility_ms=30_000
+    )
+    return PostgresDriver().claim(options).claimed
+
+
 def test_claimed_times_are_the_datetimes_django_reads(transactional_db):
     handle = get_job("tests.noop")
     enqueued = handle.enqueue()
-    claimed = (
-        PostgresDriver()
-        .claim(
-            ClaimOptions(
-                queues=(handle.queue,), limit=1, worker_id="w", visibility_ms=30_000
-            )
-        )
-        .claimed
-    )
+    claimed = _claim(handle.queue, 1)
     row = Job.objects.get(pk=enqueued.id)
 
     assert [job.id for job in claimed] == [enqueued.id]
@@ -50,15 +49,7 @@ def test_a_claimed_job_is_the_dataclass_the_row_describes(transactional_db):
     # two empty inputs must be two dicts (a handler may mutate its input).
     handle = get_job("tests.noop")
     first, second = handle.enqueue().id, handle.enqueue().id
-    claimed = (
-        PostgresDriver()
-        .claim(
-            ClaimOptions(
-                queues=(handle.queue,), limit=2, worker_id="w", visibility_ms=30_000
-            )
-        )
-        .claimed
-    )
+    claimed = _claim(handle.queue, 2)
     rows = {row.id: row for row in Job.objects.filter(pk__in=[first, second])}
 
     assert sorted(job.id for job in claimed) == sorted([first, second])
