@@ -30,6 +30,7 @@ __all__ = [
     "Concurrency",
     "CreatePartitionedModel",
     "Enqueued",
+    "HeldLock",
     "JobHandle",
     "JobState",
     "JobsError",
@@ -40,10 +41,12 @@ __all__ = [
     "TaskHandle",
     "Terminal",
     "backfill",
+    "fenced_update",
     "job",
     "job_enqueued",
     "job_finished",
     "job_started",
+    "lock",
     "maintain_partitions",
     "partitioned",
     "publish_event",
@@ -57,16 +60,20 @@ _UNKNOWN_VERSION = "0+unknown"
 
 if TYPE_CHECKING:
     from .backfills import backfill
+    from .locks import HeldLock, fenced_update, lock
     from .maintenance.operations import CreatePartitionedModel
     from .maintenance.partitions import maintain_partitions, partitioned
     from .maintenance.retention import sweep_retention
 
-# Maintenance names (backfill included) load on first use: they pull in django.db.migrations
+# Maintenance and lock names (backfill included) load on first use: they pull in django.db.migrations
 # and the Postgres driver, which a plain ``import django_ultimate_jobs``
 # must not pay for.
 _LAZY = {
     "backfill": ".backfills",
     "CreatePartitionedModel": ".maintenance.operations",
+    "HeldLock": ".locks",
+    "fenced_update": ".locks",
+    "lock": ".locks",
     "maintain_partitions": ".maintenance.partitions",
     "partitioned": ".maintenance.partitions",
     "sweep_retention": ".maintenance.retention",

@@ -480,12 +480,26 @@ class JobOnSettledFailed(JobsError):
     )
 
 
-class JobConcurrencyUnenforceable(JobsError):
-    """A registered job declares ``concurrency`` the worker cannot enforce."""
+class JobSlotLost(JobsError):
+    """A capped run lost its fleet-wide slot (its renewal found it lapsed or taken)."""
 
-    code = "X_JOB_CONCURRENCY_UNENFORCEABLE"
-    retry_class = RetryClass.NOT_IN_JOB
-    default_fix = "remove concurrency= from the job until fleet-wide slots ship"
+    code = "X_JOB_SLOT_LOST"
+    retry_class = RetryClass.UNCLASSIFIED
+    default_fix = (
+        "nothing to do: the run was stopped so the cap holds, and it is retried; "
+        "if it recurs, the worker stalls longer than VISIBILITY_TIMEOUT"
+    )
+
+
+class JobKeyBusy(JobsError):
+    """A ``when_busy="fail"`` job found its concurrency key held by another run."""
+
+    code = "X_JOB_KEY_BUSY"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "python manage.py jobs retry <id> once the other run is done, or declare "
+        'when_busy="wait"'
+    )
 
 
 class JobIdInvalid(JobsError):
@@ -709,4 +723,51 @@ class BackfillSourceInvalid(JobsError):
     default_fix = (
         "make source= answer a QuerySet of a model whose primary key is a "
         "number, a string or a UUID"
+    )
+
+
+# -- Locks ----------------------------------------------------------------------
+
+
+class LockInvalid(JobsError):
+    """A ``lock(...)`` call or a fenced write was given a bad key, ttl, wait or token."""
+
+    code = "X_LOCK_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "pass a non-blank key of at most 200 characters, ttl >= 1s "
+        "(e.g. '30s'), wait >= 0, and a token from held.token"
+    )
+
+
+class LockNotAcquired(JobsError):
+    """Another holder kept the lock for the whole ``wait``."""
+
+    code = "X_LOCK_NOT_ACQUIRED"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "retry later (a job retries by itself), or wait longer: lock(..., wait='30s')"
+    )
+
+
+class LockLost(JobsError):
+    """A held lock lapsed or was taken before its block ended: the work was not exclusive."""
+
+    code = "X_LOCK_LOST"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "keep the block shorter than its ttl between renewals (renewals need "
+        "the database), or raise ttl; write through fenced_update() so a lost "
+        "holder's writes are refused"
+    )
+
+
+class LockTokenStale(JobsError):
+    """A fenced write presented a token older than the one already stored."""
+
+    code = "X_LOCK_TOKEN_STALE"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "nothing to repair: a later holder of the lock wrote first; take the "
+        "lock again (a job retries by itself) and redo the work"
     )

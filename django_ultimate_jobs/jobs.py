@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, Literal, Never, TypeVar
+from urllib.parse import quote
 
 from .drivers.base import DEFAULT_QUEUE, Enqueued, EnqueueRequest
 from .durations import (
@@ -48,6 +49,8 @@ from .validation import (
 __all__ = ["Concurrency", "EnqueueOptions", "Enqueued", "JobHandle", "job"]
 
 R = TypeVar("R")
+MAX_CONCURRENCY_KEY_LENGTH = 200
+"""The longest key a ``Concurrency(key=...)`` function may answer."""
 PRIORITY_RANGE = range(-100, 101)
 
 
@@ -55,12 +58,14 @@ PRIORITY_RANGE = range(-100, 101)
 class Concurrency:
     """A fleet-wide cap on running jobs of one name, optionally per key.
 
-    Validated, not enforced yet: a worker refuses to start
-    (``X_JOB_CONCURRENCY_UNENFORCEABLE``) while a registered job declares one.
+    Enforced fleet-wide with leases: a run holds one of ``limit`` slots of
+    its key while it runs (see docs/howto/concurrency.md). A job waiting for
+    a slot is not claimed and spends no attempt.
 
     Args:
         limit: how many may run at once (per key when ``key`` is given).
-        key: ``input -> str`` naming the bucket (e.g. one per invoice).
+        key: ``input -> str`` naming the bucket (e.g. one per account): a
+            non-empty string of at most 200 characters, checked at enqueue.
         when_busy: ``"wait"`` (retry later, no attempt spent) or ``"fail"``
             (settle the job ``failed``).
     """
@@ -238,6 +243,44 @@ class JobHandle(Generic[R]):
         value = _call_deriver(self.name, "tenant", self.tenant, given)
         return _checked_text(self.name, "tenant", None if value is None else str(value))
 
+    def concurrency_for(
+        self, given: Mapping[str, Any]
+    ) -> tuple[str | None, int | None]:
+        """The lease key and slot count of a run with this input (uncapped: ``None``).
+
+        ``job:<name>`` for a plain cap; ``job-key:<URI-encoded name>:<key>``
+        for a keyed one (the distinct prefix and the encoding keep job ``a``
+        keyed ``b:c`` apart from job ``a:b`` keyed ``c``).
+
+        Raises:
+            JobDeclarationInvalid: the key function raised or answered no
+                non-empty string of at most 200 characters (the message never
+                holds the key itself: it may be personal data).
+        """
+        cap = self.concurrency
+        if cap is None:
+            return None, None
+        if cap.key is None:
+            return f"job:{self.name}", cap.limit
+        try:
+            key = cap.key(given)
+        except Exception as error:
+            raise JobDeclarationInvalid(
+                f"Concurrency(key=...) of {self.name} raised {type(error).__name__} "
+                "for this input",
+                fix="make the key function answer a string for every valid input",
+                meta={"job": self.name},
+            ) from None
+        defect = _key_defect(key)
+        if defect is not None:
+            raise JobDeclarationInvalid(
+                f"Concurrency(key=...) of {self.name} answered {defect}",
+                fix=f"answer a non-empty string of at most {MAX_CONCURRENCY_KEY_LENGTH} "
+                "characters",
+                meta={"job": self.name},
+            )
+        return f"job-key:{quote(self.name, safe='')}:{key}", cap.limit
+
     def retry_policy(self, given: Mapping[str, Any]) -> Retry:
         """The retry policy for a run with this input (the declared one).
 
@@ -367,6 +410,7 @@ class BoundEnqueue:
         """Validate ``given`` and build the driver request (nothing written)."""
         handle, options = self.handle, self.options
         handle.check_input(given)
+        concurrency_key, concurrency_limit = handle.concurrency_for(given)
         return EnqueueRequest(
             name=handle.name,
             input=given,
@@ -380,6 +424,8 @@ class BoundEnqueue:
             tenant_id=options.tenant_id or handle.tenant_for(given),
             on_conflict=options.on_conflict,
             enqueued_by=options.enqueued_by,
+            concurrency_key=concurrency_key,
+            concurrency_limit=concurrency_limit,
         )
 
     def enqueue(self, **input: Any) -> Enqueued:
@@ -611,6 +657,25 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
             f"Concurrency(when_busy=...) must be 'wait' or 'fail', not {cap.when_busy!r}"
         )
     return Concurrency(limit=int(limit), key=cap.key, when_busy=cap.when_busy)
+
+
+def _key_defect(key: Any) -> str | None:
+    # What is wrong with a concurrency key, never the key itself.
+    if not isinstance(key, str):
+        return f"a {type(key).__name__}, not a string"
+    if not key:
+        return "an empty string"
+    if len(key) > MAX_CONCURRENCY_KEY_LENGTH:
+        return (
+            f"a string of {len(key)} characters (at most {MAX_CONCURRENCY_KEY_LENGTH})"
+        )
+    if "\x00" in key:
+        return "a string holding a NUL character"
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return "a string that is not valid UTF-8 (a lone surrogate)"
+    return None
 
 
 def _call_deriver(

@@ -148,14 +148,27 @@ class Job(models.Model):
         indexes = [
             # The claim: ready rows of a queue in (priority desc, run_at, id).
             # Ready rows are due (a retry in backoff excepted), so an ordered
-            # scan stops after the limit.
+            # scan stops after the limit. Rows carrying a concurrency key are
+            # not in it: a backlog waiting for slots never slows the claim of
+            # the uncapped rows beside it.
             models.Index(
                 "queue",
                 models.F("priority").desc(),
                 "run_at",
                 "id",
                 name="uj_job_ready_idx",
-                condition=Q(state="ready"),
+                condition=Q(state="ready", concurrency_key__isnull=True),
+            ),
+            # The capped claim (job_claim_capped): ready rows by key, so one
+            # probe per key finds the next key (a full key is stepped over,
+            # never read through) and its best rows.
+            models.Index(
+                "concurrency_key",
+                models.F("priority").desc(),
+                "run_at",
+                "id",
+                name="uj_job_capped_ready_idx",
+                condition=Q(state="ready", concurrency_key__isnull=False),
             ),
             # Rows waiting on a time (delayed, or suspended by a sleep or a
             # wait) are claimed once due, earliest first: kept out of the

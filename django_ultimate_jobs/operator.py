@@ -26,6 +26,7 @@ from .drivers.base import (
     QueueStats,
     WorkerRecord,
 )
+from .drivers.cron_base import SCHEDULER_LEASE_KEY
 from .drivers.steps_base import StepRecord
 from .errors import (
     JobIdInvalid,
@@ -50,6 +51,7 @@ __all__ = [
     "cancel",
     "count",
     "counters",
+    "leases",
     "list_jobs",
     "parse_job_id",
     "pause_queue",
@@ -192,17 +194,21 @@ def list_jobs(
         JobPageInvalid: a limit outside 1..200, a malformed cursor, state
             or id prefix, or an empty created range (before any statement).
     """
+    _check_limit(limit)
+    where = job_filter(**filters)
+    records = get_driver().list_jobs(where, before=_cursor(after), limit=limit)
+    jobs = [_job_summary(record) for record in records]
+    full = len(records) == limit
+    return {"jobs": jobs, "next": str(records[-1].id) if full else None}
+
+
+def _check_limit(limit: Any) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise JobPageInvalid("limit must be a whole number", meta={"limit": limit})
     if not 1 <= limit <= MAX_JOB_PAGE:
         raise JobPageInvalid(
             f"limit must be between 1 and {MAX_JOB_PAGE}", meta={"limit": limit}
         )
-    where = job_filter(**filters)
-    records = get_driver().list_jobs(where, before=_cursor(after), limit=limit)
-    jobs = [_job_summary(record) for record in records]
-    full = len(records) == limit
-    return {"jobs": jobs, "next": str(records[-1].id) if full else None}
 
 
 def job_filter(
@@ -373,6 +379,52 @@ def count(
 def workers() -> list[dict[str, Any]]:
     """Live worker processes."""
     return [_worker(w) for w in get_driver().workers()]
+
+
+def leases(*, prefix: str = "", limit: int = MAX_JOB_PAGE) -> list[dict[str, Any]]:
+    """Who holds what: lock and slot rows, sorted by key then slot.
+
+    Lapsed rows are listed too (``expired``): a lapsed row stays until its
+    slot is taken again. ``kind`` is ``lock`` (``lock(...)``), ``job`` or
+    ``job-key`` (``job(concurrency=...)`` slots), ``leader`` (the cron
+    scheduler's lease) or ``other``.
+
+    Raises:
+        JobPageInvalid: a limit outside 1..200, or a prefix that is not
+            storable text (before any statement).
+    """
+    _check_limit(limit)
+    if prefix and text_problem(prefix) is not None:
+        raise JobPageInvalid(
+            f"the lease prefix {text_problem(prefix)}", meta={"filter": "prefix"}
+        )
+    return [
+        {
+            "key": r.key,
+            "kind": _lease_kind(r.key),
+            "slot": r.slot,
+            "holder": r.holder,
+            "token": r.fence,
+            "expires_at": r.expires_at.isoformat(),
+            "expired": r.expired,
+        }
+        for r in get_driver().leases.records(prefix=prefix, limit=limit)
+    ]
+
+
+def _lease_kind(key: str) -> str:
+    for prefix, kind in _LEASE_KINDS:
+        if key.startswith(prefix):
+            return kind
+    return "other"
+
+
+_LEASE_KINDS = (
+    ("lock:", "lock"),
+    ("job-key:", "job-key"),
+    ("job:", "job"),
+    (SCHEDULER_LEASE_KEY, "leader"),
+)
 
 
 def _check_created(start: Any, end: Any) -> None:

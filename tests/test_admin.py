@@ -61,7 +61,7 @@ def test_pages_render_for_a_superuser(admin_client, pg_driver):
     page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
     assert "X_BOOM: the card was declined" in page.text
     assert "hunter2" not in page.text and "[redacted]" in page.text
-    for name in ("dead_letter", "queues", "workers", "dashboard"):
+    for name in ("dead_letter", "queues", "workers", "leases", "dashboard"):
         response = admin_client.get(reverse(f"admin:ultimate_jobs_job_{name}"))
         assert response.status_code == 200, name
 

@@ -8,7 +8,7 @@ from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 from django_ultimate_jobs.drivers.sql import queries
 
 FILES = pytest.mark.parametrize(
-    "filename", ["queries.sql", "maintenance.sql", "ledger.sql"]
+    "filename", ["queries.sql", "maintenance.sql", "ledger.sql", "leases.sql"]
 )
 
 

@@ -4,6 +4,7 @@
 the throughput bench creates with raw SQL (no migration for the bench app).
 """
 
+import os
 import time
 
 from django.db import connection
@@ -31,3 +32,13 @@ def latency(ctx):
             f"INSERT INTO {LATENCY_TABLE} (job_id, started) VALUES (%s, %s)",
             [ctx.job_id, started],
         )
+
+
+@job(name="bench.free5", queue="limits")
+def free5(ctx, *, key: int):
+    """bench.keyed5's body without the cap (bench/limits.py's reference)."""
+    time.sleep(0.005)
+
+
+if os.environ.get("BENCH_LIMIT_JOBS"):
+    from . import limit_jobs  # noqa: F401

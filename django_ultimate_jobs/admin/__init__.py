@@ -2,7 +2,8 @@
 
 ``jobs`` registers :class:`JobAdmin` (the list and the job page) and routes
 the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
-``workers`` and ``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
+``workers``, ``leases`` (locks and concurrency slots, read-only) and
+``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
 (progress, pause, resume). Every mutation goes through
 :mod:`django_ultimate_jobs.operator` (the backfill verbs through
 :mod:`django_ultimate_jobs.backfills`), behind its own permission, and is

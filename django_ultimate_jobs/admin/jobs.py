@@ -25,7 +25,7 @@ from .. import operator
 from ..errors import JobsError
 from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
-from . import cron_tasks, dashboard, dead_letter, queues, workers
+from . import cron_tasks, dashboard, dead_letter, leases, queues, workers
 from .actions import JobActions, operate_view
 from .filters import FILTER_PARAMETERS, LIST_FILTERS
 from .paging import EstimatedCountPaginator
@@ -42,6 +42,7 @@ _PAGES = {
     "queues": queues,
     "cron-tasks": cron_tasks,
     "workers": workers,
+    "leases": leases,
     "dashboard": dashboard,
 }
 # Which single-job verbs a state allows (the page offers only these).
@@ -198,7 +199,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     # -- the other pages live under the jobs URLs ---------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        """Dead letters, queues, cron tasks, workers, dashboard, the verbs."""
+        """Dead letters, queues, cron tasks, workers, leases, dashboard, the verbs."""
         wrap = self.admin_site.admin_view
         pages = [
             path(

@@ -22,6 +22,7 @@ from ..states import JobState
 
 if TYPE_CHECKING:
     from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+    from .lease_base import LeaseStore
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -44,6 +45,7 @@ __all__ = [
     "NackRequest",
     "PausedName",
     "QueueStats",
+    "Renewed",
     "WorkerRecord",
     "nack_state",
 ]
@@ -90,6 +92,11 @@ class EnqueueRequest:
     on_conflict: Literal["dedupe", "error"] = "dedupe"
     enqueued_by: str | None = None
     traceparent: str | None = None
+    concurrency_key: str | None = None
+    """The lease key a run takes a slot under (``job:<name>`` or
+    ``job-key:<URI-encoded name>:<key>``); ``None``: uncapped."""
+    concurrency_limit: int | None = None
+    """Slots of ``concurrency_key`` (runs of it at once, fleet-wide)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +177,13 @@ class ClaimedJob:
     """A lapsed lease re-taken by this claim."""
     start_recorded: bool = False
     """The claim recorded this attempt as started (``ClaimOptions.start_now``)."""
+    concurrency_key: str | None = None
+    """The lease key whose slot this claim holds (``None``: uncapped)."""
+    key_busy: bool = False
+    """Claimed WITHOUT a slot, to be refused: a ``when_busy="fail"`` job whose
+    key every live holder of is another job (``ClaimOptions.refuse_busy``).
+    The worker settles it ``failed`` (``X_JOB_KEY_BUSY``, attempt given back)
+    and never runs its body."""
 
     @property
     def needs_start_mark(self) -> bool:
@@ -202,6 +216,33 @@ class ClaimOptions:
     started: the worker hands them to idle slots at once. A lapse charges an
     attempt only when its start was recorded, so jobs held ahead lose
     nothing to a crash."""
+    capped: int = 0
+    """Also claim up to this many rows carrying a concurrency key
+    (``job(concurrency=...)``), each only with a free fleet-wide slot of its
+    key (within ``limit``); the first ``start_now`` are recorded started, as
+    the ordinary claim records its rows. 0: capped rows are left alone (the
+    uncapped claim runs exactly as for a worker that declares no limit)."""
+    uncapped: bool = True
+    """Claim rows without a concurrency key too (the ordinary claim). A
+    capped worker whose last claim found none leaves it out until a wake or
+    a poll interval passes: the claim of a queue of capped rows was two
+    statements per run (see ``Worker._uncapped_due``)."""
+    refuse_busy: frozenset[str] = field(default_factory=frozenset)
+    """Job names declared ``when_busy="fail"``: a due row of one whose key's
+    live slots are all held by OTHER jobs is claimed as ``key_busy``, to be
+    refused (``capped`` only)."""
+
+
+class Renewed(set[UUID]):
+    """The ids a heartbeat renewed, and those of them whose slot was lost."""
+
+    slots_lost: frozenset[UUID]
+
+    def __init__(
+        self, landed: Iterable[UUID] = (), slots_lost: Iterable[UUID] = ()
+    ) -> None:
+        super().__init__(landed)
+        self.slots_lost = frozenset(slots_lost)
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +383,11 @@ class JobDriver(Protocol):
 
     name: str
 
+    @property
+    def leases(self) -> LeaseStore:
+        """Fleet-wide slots and locks (``drivers/lease_base.py``)."""
+        ...
+
     def enqueue(self, request: EnqueueRequest) -> Enqueued:
         """Insert one job (or dedupe onto the live holder of its key).
 
@@ -382,8 +428,13 @@ class JobDriver(Protocol):
 
     def heartbeat_many(
         self, held: Iterable[tuple[UUID, ClaimIdentity]], *, visibility_ms: int
-    ) -> set[UUID]:
-        """Extend many leases in one round trip; answers the ids that landed."""
+    ) -> Renewed:
+        """Extend many leases in one round trip; answers the ids that landed.
+
+        The held fleet-wide slots of capped runs are renewed with them; a
+        landed id whose slot had lapsed (or was taken) is also in
+        ``slots_lost``: its run must stop (``X_JOB_SLOT_LOST``).
+        """
         ...
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:

@@ -51,10 +51,12 @@ from .base import (
     NackRequest,
     PausedName,
     QueueStats,
+    Renewed,
     WorkerRecord,
     nack_state,
 )
 from .memory_cron import MemoryCron
+from .memory_leases import LeaseTable, MemoryLeases
 from .memory_rows import (
     CounterKey,
     JobRow,
@@ -69,6 +71,7 @@ from .memory_rows import (
     result_json,
     truncate_ms,
 )
+from .memory_slots import SlotTable
 from .memory_steps import EventRow, MemoryEvents, MemorySteps
 from .steps_base import StepRecord, step_not_found
 
@@ -93,6 +96,7 @@ class MemoryDriver(MemoryCron):
         self._forget()
         self.steps = MemorySteps(self)
         self.events = MemoryEvents(self)
+        self.leases = MemoryLeases(self)
 
     def _forget(self) -> None:
         self._jobs = JobTable()
@@ -102,6 +106,8 @@ class MemoryDriver(MemoryCron):
         self._counters: dict[CounterKey, dict[str, int]] = {}
         self._paused: dict[str, datetime] = {}
         self._workers = WorkerRegistry()
+        self._lease_table = LeaseTable()
+        self._slots = SlotTable(self._lease_table)
         self._forget_cron()
 
     def _now(self) -> datetime:
@@ -166,6 +172,8 @@ class MemoryDriver(MemoryCron):
             tenant_id=request.tenant_id,
             enqueued_by=request.enqueued_by,
             traceparent=request.traceparent,
+            concurrency_key=request.concurrency_key,
+            concurrency_limit=request.concurrency_limit,
         )
         holder = self._jobs.holder(row)
         if holder is not None:
@@ -198,17 +206,28 @@ class MemoryDriver(MemoryCron):
             retake = options.limit if options.retake is None else options.retake
             lapsed = heapq.nsmallest(
                 retake,
-                (row for row in claimable if row.state == JobState.RUNNING),
+                (
+                    row
+                    for row in claimable
+                    if row.state == JobState.RUNNING
+                    and _wanted(row, options, lapsed=True)
+                ),
                 key=JobRow.claim_order,
             )
-            waiting = (row for row in claimable if row.state != JobState.RUNNING)
-            picked = heapq.nsmallest(
-                options.limit, [*waiting, *lapsed], key=JobRow.claim_order
+            waiting = (
+                row
+                for row in claimable
+                if row.state != JobState.RUNNING and _wanted(row, options, lapsed=False)
             )
+            # In claim order until the limit: a capped row without a free
+            # slot of its key is passed over (not claimed, no attempt spent).
+            picked = sorted([*waiting, *lapsed], key=JobRow.claim_order)
             claimed: list[ClaimedJob] = []
             buried: list[JobRecord] = []
-            heads = 0
+            heads = slots_taken = 0
             for row in picked:
+                if len(claimed) + len(buried) >= options.limit:
+                    break
                 retaken = row.state == JobState.RUNNING
                 # A lapse charges its attempt only once that claim is known
                 # to have started (see job_claim in queries.sql).
@@ -216,6 +235,27 @@ class MemoryDriver(MemoryCron):
                 if proven and row.attempt >= row.max_attempts:
                     buried.append(self._bury(row, options.drop_exhausted, now))
                     continue
+                busy = False
+                if row.concurrency_key is not None:
+                    if slots_taken >= options.capped:
+                        continue
+                    slot = self._slots.take(
+                        row.concurrency_key,
+                        row.concurrency_limit or 1,
+                        f"{options.worker_id}:{row.id}",
+                        now,
+                        lease,
+                    )
+                    if slot is None:
+                        busy = _refusable(
+                            row, options, retaken
+                        ) and self._slots.busy_for(
+                            row.concurrency_key, row.concurrency_limit or 1, row.id, now
+                        )
+                        if not busy:
+                            continue
+                    else:
+                        slots_taken += 1
                 if retaken:
                     # A lapsed lease re-taken: the dead attempt gets its entry.
                     row.add_history(
@@ -227,7 +267,7 @@ class MemoryDriver(MemoryCron):
                 if proven or not retaken:
                     row.attempt += 1  # counted at claim: a crash mid-run spends it
                 row.claims += 1
-                if not retaken and heads < options.start_now:
+                if not retaken and not busy and heads < options.start_now:
                     heads += 1
                     row.started_claim = row.claims
                 row.claimed_by = options.worker_id
@@ -238,6 +278,8 @@ class MemoryDriver(MemoryCron):
                         row.claimed(),
                         retaken=retaken,
                         start_recorded=row.started_claim == row.claims,
+                        concurrency_key=row.concurrency_key,
+                        key_busy=busy,
                     )
                 )
             if options.registry_ttl_ms is not None:
@@ -269,6 +311,7 @@ class MemoryDriver(MemoryCron):
                 identity = request.identity
                 if row is None or not row.owned_by(identity.worker_id, identity.claim):
                     continue
+                self._free_slot(row)
                 row.add_history(now, row.claimed_by, None)
                 self._jobs.move(row, JobState.DONE)
                 row.visible_at = row.claimed_by = None
@@ -295,6 +338,7 @@ class MemoryDriver(MemoryCron):
             row = self._jobs.rows.get(request.job_id)
             if row is None or not row.owned_by(identity.worker_id, identity.claim):
                 return False
+            self._free_slot(row)
             if request.counts_as_attempt:
                 row.add_history(now, row.claimed_by, request.error)
             self._jobs.move(row, state)
@@ -336,13 +380,15 @@ class MemoryDriver(MemoryCron):
         held: Iterable[tuple[UUID, ClaimIdentity | None]],
         *,
         visibility_ms: int,
-    ) -> set[UUID]:
-        """Extend many leases; answers the ids that landed.
+    ) -> Renewed:
+        """Extend many leases (and their slots); answers the ids that landed.
 
         A ``None`` identity matches any holder (the operator's use).
         """
-        lease = self._now() + timedelta(milliseconds=visibility_ms)
+        now = self._now()
+        lease = now + timedelta(milliseconds=visibility_ms)
         landed: set[UUID] = set()
+        lost: set[UUID] = set()
         with self._lock:
             for job_id, identity in held:
                 row = self._jobs.live.get(job_id)
@@ -351,7 +397,21 @@ class MemoryDriver(MemoryCron):
                 if identity is None or row.owned_by(identity.worker_id, identity.claim):
                     row.visible_at = lease
                     landed.add(job_id)
-        return landed
+                    # The slot renews with the lease, only while unexpired
+                    # and still this claim's (job_heartbeat_many).
+                    key = row.concurrency_key
+                    holder = f"{row.claimed_by}:{row.id}"
+                    if key is not None and not self._slots.renew(
+                        key, holder, now, lease
+                    ):
+                        lost.add(job_id)
+        return Renewed(landed, lost)
+
+    def _free_slot(self, row: JobRow) -> None:
+        # Called by a settle that landed (the fence held): only the slot
+        # this claim holds is freed, never another run's.
+        if row.concurrency_key is not None:
+            self._slots.release(row.concurrency_key, f"{row.claimed_by}:{row.id}")
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
         """Record that this claim's body starts now; fenced. True if it landed."""
@@ -647,6 +707,27 @@ class MemoryDriver(MemoryCron):
         # back into the driver (a worker loop claiming at once).
         for queue in dict.fromkeys(queues):
             wake_hub.notify(queue)
+
+
+def _wanted(row: JobRow, options: ClaimOptions, *, lapsed: bool) -> bool:
+    # Which claim takes the row: the capped one (options.capped) a row with
+    # a concurrency key, the ordinary one (options.uncapped) the rest and
+    # every exhausted lapse (burial needs no slot).
+    if lapsed and _exhausted(row):
+        return options.uncapped
+    if row.concurrency_key is not None:
+        return options.capped > 0
+    return options.uncapped
+
+
+def _exhausted(row: JobRow) -> bool:
+    # A lapse proven started on its final attempt: buried, never re-run.
+    return row.started_claim == row.claims and row.attempt >= row.max_attempts
+
+
+def _refusable(row: JobRow, options: ClaimOptions, retaken: bool) -> bool:
+    # when_busy="fail" is decided for fresh claims only: a lapsed run waits.
+    return not retaken and row.name in options.refuse_busy
 
 
 def _claimable(row: JobRow, queues: set[str], now: datetime) -> bool:

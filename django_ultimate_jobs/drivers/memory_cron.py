@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .base import Enqueued, EnqueueRequest, PausedName
 from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+from .memory_leases import LeaseTable
 from .memory_rows import JobRow, dump_json
 
 if TYPE_CHECKING:
@@ -24,17 +25,12 @@ if TYPE_CHECKING:
 __all__ = ["MemoryCron"]
 
 
-@dataclass(slots=True)
-class _Lease:
-    holder: str
-    expires_at: datetime
-
-
 class MemoryCron:
     """The cron-task methods of the memory driver."""
 
     clock: Clock
     _lock: threading.Lock
+    _lease_table: LeaseTable
 
     def _now(self) -> datetime:
         raise NotImplementedError  # provided by MemoryDriver
@@ -50,7 +46,6 @@ class MemoryCron:
     def _forget_cron(self) -> None:
         self._tasks: dict[str, TaskRecord] = {}
         self._paused_tasks: dict[str, datetime] = {}
-        self._leases: dict[str, _Lease] = {}
 
     def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
         """Answer each task's watermark, arming the new ones (schedules updated)."""
@@ -117,18 +112,12 @@ class MemoryCron:
         """Take or renew the lease ``key``; True if ``holder`` now leads."""
         now = self._now()
         with self._lock:
-            lease = self._leases.get(key)
-            if lease is not None and lease.holder != holder and lease.expires_at > now:
-                return False
-            self._leases[key] = _Lease(holder, now + timedelta(milliseconds=ttl_ms))
-            return True
+            return self._lease_table.lead(key, holder, ttl_ms, now)
 
     def leader_release(self, key: str, holder: str) -> None:
         """Give up the lease ``key`` if ``holder`` holds it."""
         with self._lock:
-            lease = self._leases.get(key)
-            if lease is not None and lease.holder == holder:
-                del self._leases[key]
+            self._lease_table.resign(key, holder)
 
     def pause_task(self, task: str) -> list[PausedName]:
         """Pause a cron task (the first pause's time is kept)."""

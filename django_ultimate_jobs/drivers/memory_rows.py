@@ -91,6 +91,8 @@ class JobRow:
     tenant_id: str | None = None
     enqueued_by: str | None = None
     traceparent: str | None = None
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
     attempt: int = 0
     claims: int = 0
     started_claim: int = 0

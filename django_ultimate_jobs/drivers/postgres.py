@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 from uuid import UUID
@@ -56,6 +58,7 @@ from .base import (
     NackRequest,
     PausedName,
     QueueStats,
+    Renewed,
     WorkerRecord,
     nack_state,
 )
@@ -63,6 +66,7 @@ from .jsonb import dumps as _json
 from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
+from .postgres_leases import PostgresLeases
 from .postgres_steps import PostgresEvents, PostgresSteps
 from .rowbuild import row_builder
 from .sql import query
@@ -84,6 +88,12 @@ _PSYCOPG_TZ_LOADER = cast(
     psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT),
 )
 """psycopg's own timestamptz loader (C with psycopg[binary]); see ``_fast_loaders``."""
+CAPPED_KEYS_PER_ROW = 4
+"""Keys with ready rows a capped claim visits per row it wants (a probe each)..."""
+CAPPED_KEYS_MIN = 16
+"""... and at least this many."""
+CAPPED_LATE_INTERVAL_S = 0.25
+"""How often a busy capped worker looks for due delayed and lapsed capped rows."""
 
 
 class PostgresDriver(PostgresCron):
@@ -107,7 +117,12 @@ class PostgresDriver(PostgresCron):
         self.prepare = prepare
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
+        self.leases = PostgresLeases(self)
         self._generic_plan_threads: set[int] = set()
+        self._capped_after: dict[str, str] = {}
+        """Per worker id: the key its next capped claim's key scan starts after."""
+        self._capped_late_at: dict[str, float] = {}
+        """Per worker id: when its next claim runs job_claim_capped_late."""
 
     def use_generic_plans_in_this_thread(self) -> None:
         """Plan this thread's prepared statements generically (the claim loop).
@@ -125,7 +140,12 @@ class PostgresDriver(PostgresCron):
     # -- plumbing ------------------------------------------------------------
 
     def _rows(
-        self, name: str, params: Mapping[str, Any], *, prepare: bool = True
+        self,
+        name: str,
+        params: Mapping[str, Any],
+        *,
+        prepare: bool = True,
+        filename: str = "queries.sql",
     ) -> list[tuple[Any, ...]]:
         connection = connections[self.using]
         connection.ensure_connection()
@@ -156,7 +176,7 @@ class PostgresDriver(PostgresCron):
             with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
                 _fast_loaders(connection, cursor)
                 cursor.execute(
-                    query(name),
+                    query(name, filename),
                     {"now": self.clock.sql_now(), **params},
                     prepare=self.prepare and prepare,
                 )
@@ -195,6 +215,8 @@ class PostgresDriver(PostgresCron):
             "tenant_id": request.tenant_id,
             "enqueued_by": request.enqueued_by,
             "traceparent": request.traceparent,
+            "concurrency_key": request.concurrency_key,
+            "concurrency_limit": request.concurrency_limit,
         }
         for _ in range(_ENQUEUE_ROUNDS):
             rows = self._rows("job_enqueue", params)
@@ -235,6 +257,8 @@ class PostgresDriver(PostgresCron):
                 "tenant_id": r.tenant_id,
                 "enqueued_by": r.enqueued_by,
                 "traceparent": r.traceparent,
+                "concurrency_key": r.concurrency_key,
+                "concurrency_limit": r.concurrency_limit,
             }
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
         ]
@@ -299,26 +323,41 @@ class PostgresDriver(PostgresCron):
     # -- claim and settle ----------------------------------------------------
 
     def claim(self, options: ClaimOptions) -> ClaimResult:
-        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts."""
+        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts.
+
+        With ``options.capped``, up to that many rows carrying a concurrency
+        key are claimed first, each with a fleet-wide slot
+        (``job_claim_capped``, the first ``start_now`` recorded started), then the ``when_busy="fail"`` refusals
+        (``job_claim_busy``), then the rest of the limit goes to the uncapped
+        claim, which runs exactly as for a worker that declares no limit.
+        Capped first: their number is bounded by the slots, so they cannot
+        starve the uncapped rows, while an uncapped backlog would starve them.
+        """
         if not options.queues:
             raise ClaimQueuesEmpty("a claim named no queue")
         if options.limit <= 0:
             return ClaimResult([], [])
+        capped = self._claim_capped(options) if options.capped > 0 else []
+        limit = options.limit - len(capped)
+        if (limit <= 0 or not options.uncapped) and options.registry_ttl_ms is None:
+            return ClaimResult(capped, [])
+        started = sum(1 for job in capped if job.start_recorded)
+        retake = options.limit if options.retake is None else options.retake
         rows = self._rows(
             "job_claim",
             {
                 "queues": list(options.queues),
-                "limit": options.limit,
+                "limit": max(limit, 0) if options.uncapped else 0,
                 "worker": options.worker_id,
                 "visibility_ms": options.visibility_ms,
                 "relapsed_error": LEASE_LAPSED_RECLAIMED,
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
                 "ttl": options.registry_ttl_ms,
-                "start_now": options.start_now,
-                "retake": options.limit if options.retake is None else options.retake,
+                "start_now": max(options.start_now - started, 0),
+                "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
             },
         )
-        claimed = [_claimed(row) for row in rows if row[9] == "running"]
+        claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]
         exhausted = [row[0] for row in rows if row[9] == "exhausted"]
         buried: list[JobRecord] = []
         if exhausted:
@@ -335,6 +374,82 @@ class PostgresDriver(PostgresCron):
                 )
             ]
         return ClaimResult(claimed, buried)
+
+    def _claim_capped(self, options: ClaimOptions) -> list[ClaimedJob]:
+        params: dict[str, Any] = {
+            "queues": list(options.queues),
+            "limit": options.limit,
+            "worker": options.worker_id,
+            "visibility_ms": options.visibility_ms,
+        }
+        limit = min(options.capped, options.limit)
+        # The key scan takes turns around the keys (see job_claim_capped):
+        # after the last key this worker's previous claim took, and from the
+        # first key again when that came up short.
+        after = self._capped_after.get(options.worker_id, "")
+        claimed = self._capped_rows(params, limit, options.start_now, after)
+        if len(claimed) < limit and after:
+            claimed += self._capped_rows(
+                params,
+                limit - len(claimed),
+                max(options.start_now - len(claimed), 0),
+                "",
+            )
+        taken = [job.concurrency_key or "" for job in claimed]
+        self._capped_after[options.worker_id] = max(taken, default="")
+        if len(claimed) < limit and self._late_due(options.worker_id, not claimed):
+            claimed += self._capped_rows(
+                {
+                    **params,
+                    "retake": options.limit
+                    if options.retake is None
+                    else options.retake,
+                },
+                limit - len(claimed),
+                max(options.start_now - len(claimed), 0),
+                None,
+            )
+        room = limit - len(claimed)
+        if options.refuse_busy and room > 0:
+            refused = self._rows(
+                "job_claim_busy",
+                {**params, "limit": room, "names": sorted(options.refuse_busy)},
+            )
+            claimed += [replace(_claimed(row), key_busy=True) for row in refused]
+        return claimed
+
+    def _late_due(self, worker_id: str, found_nothing: bool) -> bool:
+        # job_claim_capped_late reads rows that are rarely there: on a claim
+        # that found nothing else, or once per CAPPED_LATE_INTERVAL_S.
+        now = time.monotonic()
+        if found_nothing or now >= self._capped_late_at.get(worker_id, 0.0):
+            self._capped_late_at[worker_id] = now + CAPPED_LATE_INTERVAL_S
+            return True
+        return False
+
+    def _capped_rows(
+        self, params: dict[str, Any], limit: int, start_now: int, after: str | None
+    ) -> list[ClaimedJob]:
+        # after None: the late statement (timers and lapses), else the key scan.
+        scan = {
+            "keys": max(CAPPED_KEYS_MIN, limit * CAPPED_KEYS_PER_ROW),
+            "after": after,
+        }
+        rows = self._rows(
+            "job_claim_capped" if after is not None else "job_claim_capped_late",
+            {
+                **params,
+                **(scan if after is not None else {}),
+                "limit": limit,
+                "start_now": start_now,
+                "relapsed_error": LEASE_LAPSED_RECLAIMED,
+                "unstarted_error": LEASE_LAPSED_UNSTARTED,
+            },
+        )
+        # UPDATE ... RETURNING answers in the order it found the rows: claim
+        # order again (priority desc, run_at, id), as job_claim sorts.
+        rows.sort(key=lambda row: (-row[8], row[19], row[0]))
+        return [_claimed(row) for row in rows]
 
     def ack(self, request: AckRequest) -> bool:
         """Settle one successful attempt; True if it landed."""
@@ -402,11 +517,11 @@ class PostgresDriver(PostgresCron):
         held: Iterable[tuple[UUID, ClaimIdentity | None]],
         *,
         visibility_ms: int,
-    ) -> set[UUID]:
-        """Extend many leases in one statement; answers the ids that landed."""
+    ) -> Renewed:
+        """Extend many leases (and their slots) in one statement; see ``Renewed``."""
         pairs = list(held)
         if not pairs:
-            return set()
+            return Renewed()
         rows = self._rows(
             "job_heartbeat_many",
             {
@@ -416,7 +531,7 @@ class PostgresDriver(PostgresCron):
                 "visibility_ms": visibility_ms,
             },
         )
-        return {row[0] for row in rows}
+        return Renewed((row[0] for row in rows), (row[0] for row in rows if not row[1]))
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
         """Record that this claim's body starts now; fenced. True if it landed."""
@@ -831,32 +946,45 @@ def _claimed_input(value: Any) -> Any:
     return {} if value == "{}" else _loads(value)
 
 
-_claimed = row_builder(
+# The job_claim projection: id, name, queue, input, idempotency_key,
+# run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
+# claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
+# start_recorded (state, 9, is read by the caller).
+_CLAIMED_COLUMNS = {
+    "id": 0,
+    "name": 1,
+    "queue": 2,
+    "input": 3,
+    "idempotency_key": 4,
+    "run_id": 5,
+    "attempt": 6,
+    "max_attempts": 7,
+    "priority": 8,
+    "tenant_id": 10,
+    "claimed_by": 11,
+    "claims": 12,
+    "visible_at": 13,
+    "enqueued_by": 14,
+    "traceparent": 15,
+    "claimed_at": 16,
+    "retaken": 17,
+    "start_recorded": 18,
+}
+
+_claimed_plain = row_builder(
     ClaimedJob,
-    # The job_claim projection: id, name, queue, input, idempotency_key,
-    # run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
-    # claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
-    # start_recorded (state, 9, is read by the caller).
-    {
-        "id": 0,
-        "name": 1,
-        "queue": 2,
-        "input": 3,
-        "idempotency_key": 4,
-        "run_id": 5,
-        "attempt": 6,
-        "max_attempts": 7,
-        "priority": 8,
-        "tenant_id": 10,
-        "claimed_by": 11,
-        "claims": 12,
-        "visible_at": 13,
-        "enqueued_by": 14,
-        "traceparent": 15,
-        "claimed_at": 16,
-        "retaken": 17,
-        "start_recorded": 18,
-    },
+    _CLAIMED_COLUMNS,
     decode={"input": _claimed_input},
 )
 """A ``ClaimedJob`` from a job_claim row (see ``rowbuild``: ~1 us, not ~4)."""
+
+_claimed_keyed = row_builder(
+    ClaimedJob,
+    {**_CLAIMED_COLUMNS, "concurrency_key": 20},
+    decode={"input": _claimed_input},
+)
+"""The same from a capped claim's row, which adds the concurrency key (20)."""
+
+
+def _claimed(row: Sequence[Any]) -> ClaimedJob:
+    return (_claimed_keyed if len(row) > 20 else _claimed_plain)(row)

@@ -26,8 +26,9 @@ counter buckets as ``{(bucket_ms, bucket_start): {field: n}}`` over
         # put_step and step_names: see tests/conformance/test_memory_driver.py
 
 Every check uses its own queue and job names, so checks can share a store.
-The operator checks live in :mod:`.conformance_operator`; register both
-modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
+The operator checks live in :mod:`.conformance_operator`, the lease store's
+(``driver.leases``: slots and locks) in :mod:`.conformance_leases`; register
+these modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
 failed check shows the values it compared.
 """
 
@@ -61,6 +62,8 @@ from ..drivers.base import (
 from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from .conformance_leases import LeaseConformance
+from .conformance_limits import LimitsConformance
 from .conformance_operator import OperatorConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
@@ -102,6 +105,8 @@ class Lane:
         registry_ttl_ms: int | None = None,
         start_now: int = 0,
         retake: int | None = None,
+        capped: bool = False,
+        refuse_busy: frozenset[str] = frozenset(),
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -113,6 +118,8 @@ class Lane:
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
             retake=retake,
+            capped=limit if capped else 0,
+            refuse_busy=refuse_busy,
         )
         return self.driver.claim(options)
 
@@ -175,7 +182,7 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance):
+class DriverConformance(OperatorConformance, LeaseConformance, LimitsConformance):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture

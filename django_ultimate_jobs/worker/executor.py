@@ -56,6 +56,7 @@ Outcome = Literal[
     "suspended",
     "interrupted",
     "lost",
+    "refused",
 ]
 
 
@@ -80,7 +81,7 @@ class Execution:
     @property
     def ends_run(self) -> bool:
         """Whether the run is over (the ``on_settled`` outcomes)."""
-        return self.outcome in ("completed", "dead-lettered", "dropped")
+        return self.outcome in ("completed", "dead-lettered", "dropped", "refused")
 
 
 class Attempt:

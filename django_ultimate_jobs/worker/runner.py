@@ -41,7 +41,13 @@ from ..conf import jobs_settings
 from ..context import CancellationToken
 from ..drivers import get_driver
 from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
-from ..errors import Draining, JobConcurrencyUnenforceable, JobLeaseLost, JobTimeout
+from ..errors import (
+    Draining,
+    JobKeyBusy,
+    JobLeaseLost,
+    JobSlotLost,
+    JobTimeout,
+)
 from ..faults import AFTER_CLAIM_COMMIT, BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job, registered_jobs
 from ..signals import job_started
@@ -148,15 +154,25 @@ class Worker:
         self._keep_db = self.role("keep")
         handles = registered_jobs()
         self._drop_names = frozenset(h.name for h in handles if not h.retry.dead_letter)
-        capped = sorted(h.name for h in handles if h.concurrency is not None)
-        if capped:
-            # A cap that is declared but not enforced would be a silent lie:
-            # refuse to start (fleet-wide slots are not built yet).
-            raise JobConcurrencyUnenforceable(
-                f"jobs declare concurrency= but this version does not enforce it: "
-                f"{', '.join(capped)}",
-                meta={"jobs": capped},
-            )
+        # Rows of a job declaring concurrency= carry a lease key and are
+        # claimed only with a fleet-wide slot, by a second statement that a
+        # process declaring no limit never runs (its claim is unchanged). Any
+        # declared limit turns it on, whatever the job's queue: a queue can
+        # be chosen per enqueue (using(queue=...)).
+        self._capped = any(h.concurrency is not None for h in handles)
+        if self._capped:
+            # A slot freed by a settle elsewhere, or by a dead holder's lease
+            # passing, sends no NOTIFY: rows waiting for it are found by
+            # polling, so a proven wake must not stretch the idle wait to
+            # WOKEN_IDLE_POLL_MAX (a lapsed slot came back 5 s late).
+            self.backoff.woken_ceiling_s = self.backoff.ceiling_s
+        self._refuse_busy = frozenset(
+            h.name
+            for h in handles
+            if h.concurrency is not None and h.concurrency.when_busy == "fail"
+        )
+        self._uncapped_after = 0.0
+        """Monotonic time before which a capped worker skips the uncapped claim."""
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
 
@@ -183,6 +199,9 @@ class Worker:
         for attempt in claimed:
             if attempt.handle is None:
                 executions.append(self._park_unknown(attempt))
+                continue
+            if attempt.claimed.key_busy:
+                executions.append(self._refuse(attempt))
                 continue
             if not self._mark_started(attempt):
                 executions.append(_not_started(attempt))
@@ -311,8 +330,17 @@ class Worker:
             limit = min(free, self.config.claim_batch)
             self._claim_db.refresh()
             try:
+                capped = self._capped_room()
+                uncapped = self._uncapped_due()
+                if not uncapped and capped == 0:
+                    self._pause(self.config.poll_ms / 1000)
+                    continue
                 claimed, buried = self._claim(
-                    limit, start_now=self._idle_heads(limit), retake=self._retake()
+                    limit,
+                    start_now=self._idle_heads(limit),
+                    retake=self._retake(),
+                    capped=capped,
+                    uncapped=uncapped,
                 )
             except Exception as error:
                 if not self._claim_db.failed(error):
@@ -327,13 +355,15 @@ class Worker:
             self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
-                if not claimed or len(claimed) + len(buried) >= limit:
+                if not claimed or self._capped or len(claimed) + len(buried) >= limit:
                     continue
                 # A short claim took every row due now: the next one comes on
                 # a wake (an enqueue's NOTIFY, a settle freeing capacity) or
                 # the poll floor, not at once. The immediate empty claim held
                 # the GIL and a core while the slots started what this one
                 # claimed (half of an idle worker's claim -> handler time).
+                # Not for a capped worker: its claims are short by design
+                # (slots, a rotating key scan) and the next one finds more.
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
@@ -362,10 +392,40 @@ class Worker:
         # queued), and no more than the chunks a full claim makes. The claim
         # records those as started; the rest are held ahead, and a crash
         # before they start costs them no attempt.
+        return min(self._idle_slots(), -(-limit // self._chunk_size(limit)))
+
+    def _uncapped_due(self) -> bool:
+        # See _claim: a capped worker whose last claim found no uncapped row
+        # skips that statement for a poll interval or until a wake.
+        return time.monotonic() >= self._uncapped_after
+
+    def _capped_room(self) -> int:
+        # Capped rows hold their fleet-wide slot from the claim, so one held
+        # here waiting for a thread keeps its key from every other worker:
+        # at most two rows per thread ahead, and only while jobs are short
+        # (small claims were the capped fleet's bottleneck in bench/limits.py:
+        # one ahead per thread drained 0.44x the uncapped rate, two 0.54x; a
+        # long job gains nothing from being held ahead).
+        if not self._capped:
+            return 0
+        ahead = 2 * self.config.concurrency if self._mean_ms < SHORT_JOB_MS else 0
+        held_ahead = self._held_ahead()
+        room = max(0, self._idle_slots() + ahead - held_ahead)
+        # While threads have rows queued, claim when half the ahead room is
+        # free, not per settled run (a claim per run was the bottleneck).
+        if held_ahead > 0 and room < max(1, ahead // 2):
+            return 0
+        return room
+
+    def _held_ahead(self) -> int:
         with self._lock:
             busy = len(self._held) - len(self._ran) + self._stuck
-        idle = max(0, self.config.concurrency - busy)
-        return min(idle, -(-limit // self._chunk_size(limit)))
+        return max(0, busy - self.config.concurrency)
+
+    def _idle_slots(self) -> int:
+        with self._lock:
+            busy = len(self._held) - len(self._ran) + self._stuck
+        return max(0, self.config.concurrency - busy)
 
     def _retake(self) -> int:
         # One suspect (a re-taken lapsed lease) held at a time: suspects run
@@ -381,6 +441,8 @@ class Worker:
         for attempt in claimed:
             if attempt.handle is None:
                 self._settles.put([self._park_unknown(attempt)])
+            elif attempt.claimed.key_busy:
+                self._settles.put([self._refuse(attempt)])
             elif attempt.claimed.start_recorded:
                 heads.append(attempt)
             else:
@@ -401,8 +463,16 @@ class Worker:
             self._slots.put(item)
 
     def _claim(
-        self, limit: int, *, start_now: int = 0, retake: int | None = None
+        self,
+        limit: int,
+        *,
+        start_now: int = 0,
+        retake: int | None = None,
+        capped: int | None = None,
+        uncapped: bool = True,
     ) -> tuple[list[Attempt], list[Any]]:
+        # capped: how many rows carrying a concurrency key to claim, each
+        # with its fleet-wide slot (None: up to the limit, the inline tick).
         registry_ttl = None
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
@@ -417,8 +487,17 @@ class Worker:
                 registry_ttl_ms=registry_ttl,
                 start_now=start_now,
                 retake=retake,
+                capped=(limit if capped is None else capped) if self._capped else 0,
+                uncapped=uncapped,
+                refuse_busy=self._refuse_busy,
             )
         )
+        if self._capped and uncapped and len(result.claimed) < limit:
+            # The claim had room and no uncapped row came back: the next
+            # claims leave the ordinary statement out for a poll interval, or
+            # until a wake (a NOTIFY on enqueue) says a row came.
+            if all(c.concurrency_key is not None for c in result.claimed):
+                self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -447,8 +526,34 @@ class Worker:
         logger.warning("jobs.worker.job-unknown", extra={"job": claimed.name})
         return Execution(claimed, "suspended", 0, None, nack=nack)
 
+    def _refuse(self, attempt: Attempt) -> Execution:
+        # when_busy="fail" and every live slot of the key is another job's
+        # (job_claim_busy): the row settles failed, its body never runs, the
+        # attempt is given back, and it is no dead letter (jobs retry
+        # re-queues it).
+        claimed = attempt.claimed
+        attempt.take_settlement()
+        error = JobKeyBusy(
+            f"another run of {claimed.name} holds its concurrency key; "
+            'when_busy="fail" refused this one without running it',
+            meta={"job": claimed.name},
+        )
+        nack = NackRequest(
+            job_id=claimed.id,
+            identity=claimed.identity,
+            error=error.render(),
+            counts_as_attempt=False,
+            fail=True,
+        )
+        logger.info(
+            "jobs.attempt.refused",
+            extra={"job": claimed.name, "job_id": str(claimed.id)},
+        )
+        return Execution(claimed, "refused", 0, attempt.handle, nack=nack, error=error)
+
     def _on_wake(self, queue_name: str) -> None:
         if not queue_name or queue_name in self.config.queues:
+            self._uncapped_after = 0.0
             self.backoff.reset()
             self._wake.set()
 
@@ -812,6 +917,8 @@ class Worker:
             for attempt in held:
                 if landed is not None and attempt.claimed.id in landed:
                     attempt.renewed = now
+                    if attempt.claimed.id in landed.slots_lost:
+                        self._lose_slot(attempt)
                 elif landed is not None or now - attempt.renewed >= visibility_s:
                     self._lose(attempt)
         if not self._keep_db.failing:
@@ -840,14 +947,23 @@ class Worker:
     def _lose(self, attempt: Attempt) -> None:
         if attempt.settled:
             return
-        logger.error(
-            "jobs.lease.lost",
-            extra={"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)},
-        )
+        logger.error("jobs.lease.lost", extra=_job_extra(attempt))
         attempt.token.cancel(
             JobLeaseLost(
                 "this worker no longer holds the job (cancelled or re-claimed)"
             )
+        )
+
+    def _lose_slot(self, attempt: Attempt) -> None:
+        # The row is still ours but its fleet-wide slot lapsed (a stall past
+        # the visibility timeout) or was taken: stop the body, so the cap
+        # holds. It settles through the ordinary failure path (retried).
+        if attempt.settled:
+            return
+        logger.error("jobs.worker.slot-lost", extra=_job_extra(attempt))
+        name = attempt.claimed.name
+        attempt.token.cancel(
+            JobSlotLost(f"the fleet-wide slot of {name} lapsed or was taken")
         )
 
     def _announce(self, busy: bool) -> None:
@@ -1067,6 +1183,10 @@ def _not_started(attempt: Attempt) -> Execution:
     # lapses, and that lapse is not charged (its start was never recorded).
     attempt.take_settlement()
     return Execution(attempt.claimed, "lost", 0, attempt.handle)
+
+
+def _job_extra(attempt: Attempt) -> dict[str, str]:
+    return {"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)}
 
 
 def _log_receiver_errors(signal_name: str, answers: list[tuple[Any, Any]]) -> None:

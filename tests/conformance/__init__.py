@@ -9,4 +9,6 @@ pytest.register_assert_rewrite(
     "django_ultimate_jobs.testing.conformance_operator",
     "django_ultimate_jobs.testing.conformance_bulk",
     "django_ultimate_jobs.testing.conformance_cron",
+    "django_ultimate_jobs.testing.conformance_leases",
+    "django_ultimate_jobs.testing.conformance_limits",
 )

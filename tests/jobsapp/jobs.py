@@ -215,3 +215,8 @@ for _name, _group in BACKFILL_GROUPS.items():
         batch=2000,
         rate=40,
     )
+
+
+if os.environ.get("UJ_LIMIT_JOBS"):
+    # The capped jobs, for the workers of the concurrency acceptance tests.
+    from . import limit_jobs  # noqa: F401

@@ -62,3 +62,32 @@ class BackfillItem(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.pk} (group {self.grp}, handled {self.handled})"
+
+
+class Invoice(models.Model):
+    """A row a lock protects: its writers store their fencing token with it."""
+
+    status = models.TextField(default="draft")
+    lock_token = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        return f"invoice {self.pk} {self.status} (token {self.lock_token})"
+
+
+class SlotRun(models.Model):
+    """One body run of a capped test job: when it started and ended (DB clock).
+
+    The concurrency acceptance tests count overlapping runs per ``key``: the
+    body writes its start after the claim took its slot and its end before
+    the settle frees it, so the runs of a key never overlap more than its
+    limit. A run whose worker was SIGKILLed has no end.
+    """
+
+    job_id = models.UUIDField()
+    key = models.TextField()
+    worker = models.TextField()
+    started_at = models.DateTimeField(db_default=Now())
+    ended_at = models.DateTimeField(null=True)
+
+    def __str__(self) -> str:
+        return f"{self.key} run of {self.job_id} by {self.worker}"

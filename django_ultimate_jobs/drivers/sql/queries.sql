@@ -98,7 +98,10 @@ SELECT count(*) FROM dropped;
 -- the same statement, so counts never drift from the rows they describe.
 -- Per row only the id, claim ordinal and duration travel: results and
 -- uncounted rows are rare and come as short arrays of their own (each array
--- element was a Python-side dump on the hot path).
+-- element was a Python-side dump on the hot path). A capped job's slot is
+-- freed with the settle, fenced by it: only the rows that settled here free
+-- the slot their claim holds, so a settle that lost its claim never frees a
+-- slot another run holds now.
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), settle AS (
@@ -117,7 +120,13 @@ WITH clock AS (
       FROM settle s, clock
      WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = s.id AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = s.claim
-    RETURNING j.id, j.name, s.duration_ms, s.counted
+    RETURNING j.id, j.name, s.duration_ms, s.counted, j.concurrency_key
+), freed AS (
+    DELETE FROM ultimate_jobs_lease AS l
+     USING settled
+     WHERE settled.concurrency_key IS NOT NULL AND l.lease_key = settled.concurrency_key
+       AND l.holder = %(worker)s || ':' || settled.id
+    RETURNING 1
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -179,6 +188,13 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- stays running and lapsed until then, so a crash in between only leaves
 -- it to the next claim).
 --
+-- Rows carrying a concurrency key (job(concurrency=...)) are not claimed
+-- here: they need a fleet-wide slot, which job_claim_capped takes in the
+-- same statement as the row. This statement only filters them out (the
+-- ready index leaves them out altogether, see uj_job_capped_ready_idx), so a
+-- queue no declared limit touches claims exactly as before. A capped row
+-- whose lapse is exhausted is still buried from here: burial needs no slot.
+--
 -- The clock is clock_timestamp(), not now(): a claim that waited on a lock
 -- (a migration holding the table) must not hand out leases that expired
 -- while it waited. Claimed rows come back with only what a worker needs
@@ -201,6 +217,7 @@ WITH clock AS MATERIALIZED (
              FROM ultimate_jobs_job j
             WHERE j.state = 'ready'
               AND j.queue = q.name
+              AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
@@ -213,6 +230,7 @@ WITH clock AS MATERIALIZED (
              FROM ultimate_jobs_job j
             WHERE j.state IN ('delayed', 'suspended')
               AND j.queue = q.name
+              AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
             ORDER BY j.run_at, j.id
             LIMIT %(limit)s
@@ -226,6 +244,8 @@ WITH clock AS MATERIALIZED (
      WHERE j.state = 'running'
        AND j.visible_at <= (SELECT now FROM clock)
        AND j.queue = ANY(ARRAY(SELECT name FROM open))
+       AND (j.concurrency_key IS NULL
+            OR (j.attempt >= j.max_attempts AND j.started_claim = j.claims))
      ORDER BY j.priority DESC, j.run_at, j.id
      LIMIT %(retake)s
        FOR UPDATE OF j SKIP LOCKED
@@ -287,6 +307,217 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 -- RETURNING answers in the order it found the rows (heap or id order: the
 -- oldest first, whatever their priority): sort them again (at most the limit).
  ORDER BY priority DESC, run_at, id;
+
+
+-- name: job_claim_capped
+-- Claim up to %(limit)s due rows that carry a concurrency key, each only
+-- together with a fleet-wide slot of its key: a row whose key is full is not
+-- claimed and spends no attempt. Run beside job_claim (which leaves these
+-- rows out) by workers whose registry declares concurrency=, for their idle
+-- slots only (never by the others).
+--
+-- Keys are found by a skip scan of uj_job_capped_ready_idx (one probe per
+-- key with ready rows): a full key is stepped over, its backlog never read.
+-- The scan starts after %(after)s and visits at most %(keys)s keys (a few
+-- per row wanted): the driver starts each claim after the last key the
+-- previous one took, and from the first key again when that came up short,
+-- so claims take turns around the keys instead of all reading every key. Per key, the best rows up to its
+-- free room are READ (heads: no lock); of those, %(limit)s are picked, the
+-- highest priority first and at random among equals, and only they are
+-- locked (SKIP LOCKED, state re-checked): locking every key's head cost a
+-- heap write per key per claim, and workers that all picked the same
+-- oldest heads skipped each other's locks and claimed nothing (bench/limits.py
+-- measured both). Order across keys is therefore not FIFO; within a key the
+-- slots go in claim order. Due delayed/suspended rows and lapsed running
+-- rows of capped jobs (late) join them; a lapsed row takes a slot like a
+-- fresh one (an exhausted lapse is buried by job_claim).
+--
+-- Each key's candidates are paired with its lowest slots not held by an
+-- unexpired lease (slot numbers below live + candidates suffice: at most
+-- `live` of them are taken), the pairs are inserted into the lease table in
+-- (key, slot) order (one order for every claim, so two claims never wait on
+-- each other in a cycle), a conflict taking over only an expired slot, and
+-- only the rows whose slot insert landed are updated to running. A claim
+-- that lost a race for a slot claims nothing for it: at worst one poll's
+-- delay, never one run too many. Holder = '<worker>:<job id>', the lease
+-- TTL is the worker's visibility, every grant a new fence number.
+--
+-- Attempt, history and started_claim are written as job_claim writes them
+-- (the first %(start_now)s fresh rows recorded started; rows held ahead
+-- are not, so a crash charges them nothing). Due
+-- delayed/suspended and lapsed rows are taken in no particular order
+-- (they are few). CTEs referenced
+-- once are left to the planner (the statement sits near the 4 KB limit).
+WITH RECURSIVE clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now,
+           %(visibility_ms)s * interval '1 ms' AS v
+), open AS MATERIALIZED (
+    SELECT array_agg(q) AS n FROM unnest(%(queues)s::text[]) q
+     WHERE q NOT IN (SELECT name FROM ultimate_jobs_queue_pause WHERE kind = 'queue')
+), keys(k, lim) AS (
+    SELECT %(after)s::text, 0
+    UNION ALL
+    SELECT n.* FROM keys, LATERAL (
+           SELECT j.concurrency_key, j.concurrency_limit FROM ultimate_jobs_job j
+            WHERE j.state = 'ready' AND j.concurrency_key > keys.k ORDER BY 1 LIMIT 1) n
+), heads AS (
+    SELECT w.*
+      FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
+           SELECT j.id, j.priority, j.run_at FROM ultimate_jobs_job j
+            WHERE j.state = 'ready' AND j.concurrency_key = r.k
+              AND j.queue = ANY(o.n) AND j.run_at <= c.now
+            ORDER BY j.priority DESC, j.run_at, j.id
+            LIMIT greatest(0, least(%(limit)s, r.lim - (
+                      SELECT count(*) FROM ultimate_jobs_lease l
+                       WHERE l.lease_key = r.k AND l.expires_at > c.now)))) w
+), fresh AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k,
+           j.concurrency_limit AS lim, 0 AS lapsed
+      FROM ultimate_jobs_job j
+     WHERE j.id = ANY(ARRAY(SELECT id FROM heads ORDER BY priority DESC, random()
+                             LIMIT %(limit)s))
+       AND j.state = 'ready'
+       FOR UPDATE OF j SKIP LOCKED
+), pool AS (
+    SELECT f.*, row_number() OVER (PARTITION BY k ORDER BY priority DESC, run_at, id) AS rn
+      FROM fresh f
+@capped_grant;
+
+
+-- name: job_claim_capped_late
+-- The capped rows job_claim_capped does not read: due delayed/suspended rows
+-- (through the timer index) and lapsed running ones (through the lease
+-- index; at most %(retake)s, an exhausted lapse left to job_claim's
+-- burial), each taken only with a slot of its key, exactly as that
+-- statement takes them (the shared capped_grant tail). Few rows are ever
+-- here, so the driver runs it at most every CAPPED_LATE_INTERVAL_S per
+-- worker rather than on every claim: a due delayed capped row, or a
+-- dead holder's job, starts that much later at worst.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now,
+           %(visibility_ms)s * interval '1 ms' AS v
+), open AS MATERIALIZED (
+    SELECT array_agg(q) AS n FROM unnest(%(queues)s::text[]) q
+     WHERE q NOT IN (SELECT name FROM ultimate_jobs_queue_pause WHERE kind = 'queue')
+), timers AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k, j.concurrency_limit AS lim,
+           0 AS lapsed
+      FROM ultimate_jobs_job j, clock c, open o
+     WHERE j.state IN ('delayed', 'suspended') AND j.queue = ANY(o.n)
+       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL
+     ORDER BY j.run_at, j.id
+     LIMIT %(limit)s
+       FOR UPDATE OF j SKIP LOCKED
+), lapsed AS MATERIALIZED (
+    SELECT j.id, j.priority, j.run_at, j.concurrency_key, j.concurrency_limit, 1
+      FROM ultimate_jobs_job j, clock c, open o
+     WHERE j.state = 'running' AND j.visible_at <= c.now AND j.queue = ANY(o.n)
+       AND j.concurrency_key IS NOT NULL
+       AND (j.attempt < j.max_attempts OR j.started_claim <> j.claims)
+     ORDER BY j.priority DESC, j.run_at, j.id
+     LIMIT %(retake)s
+       FOR UPDATE OF j SKIP LOCKED
+), pool AS (
+    SELECT u.*, row_number() OVER (PARTITION BY k ORDER BY lapsed DESC, priority DESC, run_at, id) AS rn
+      FROM (SELECT * FROM timers UNION ALL SELECT * FROM lapsed) u
+@capped_grant;
+
+
+-- fragment: capped_grant
+-- The tail of job_claim_capped and job_claim_capped_late, after their pool
+-- CTE (id, priority, run_at, k, lim, lapsed, rn: candidates numbered in
+-- claim order per key): pair them with free slots, insert the slots, and
+-- update the rows whose slot landed to running (see job_claim_capped).
+), slots AS (
+    SELECT f.k, s, f.lim - f.live AS room, row_number() OVER (PARTITION BY f.k ORDER BY s) AS rn
+      FROM (SELECT k, c.now, max(lim) AS lim, count(*) AS want, (
+                   SELECT count(*) FROM ultimate_jobs_lease l
+                    WHERE l.lease_key = k AND l.expires_at > c.now) AS live
+              FROM pool, clock c GROUP BY k, c.now) f,
+           generate_series(0, least(f.lim, f.live + f.want) - 1) s
+     WHERE NOT EXISTS (SELECT FROM ultimate_jobs_lease l
+                        WHERE l.lease_key = f.k AND l.slot = s AND l.expires_at > f.now)
+), pair AS (
+    SELECT p.id, p.k, s.s AS slot, p.lapsed
+      FROM pool p JOIN slots s ON s.k = p.k AND s.rn = p.rn AND s.rn <= s.room
+     ORDER BY p.priority DESC, p.run_at, p.id LIMIT %(limit)s
+), took AS (
+    INSERT INTO ultimate_jobs_lease AS l (lease_key, slot, holder, fence, expires_at)
+    SELECT p.k, p.slot, %(worker)s || ':' || p.id, nextval('ultimate_jobs_lease_fence'),
+           c.now + c.v
+      FROM pair p, clock c ORDER BY p.k, p.slot
+    ON CONFLICT (lease_key, slot) DO UPDATE
+       SET holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at
+     WHERE l.expires_at <= (SELECT now FROM clock)
+    RETURNING l.lease_key, l.slot
+), won AS (
+    SELECT p.id, p.lapsed FROM pair p JOIN took g ON (g.lease_key, g.slot) = (p.k, p.slot)
+)
+UPDATE ultimate_jobs_job
+   SET state = 'running', claims = claims + 1,
+       attempt = attempt + (state <> 'running' OR started_claim = claims)::int,
+       history = CASE WHEN state = 'running'
+                      THEN coalesce(history, '[]') || jsonb_build_object(
+                           'attempt', attempt, 'worker', claimed_by, 'at', c.now, 'error',
+                           CASE WHEN started_claim = claims THEN %(relapsed_error)s::text
+                                ELSE %(unstarted_error)s END)
+                      ELSE history END,
+       started_claim = CASE WHEN id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 0
+                                                LIMIT %(start_now)s))
+                            THEN claims + 1 ELSE started_claim END,
+       claimed_by = %(worker)s, claimed_at = c.now, updated_at = c.now,
+       visible_at = c.now + c.v
+  FROM clock c
+ WHERE id = ANY(ARRAY(SELECT id FROM won))
+RETURNING id, name, queue, input, idempotency_key, run_id,
+          attempt, max_attempts, priority, state, tenant_id, claimed_by,
+          claims, visible_at, enqueued_by, traceparent, claimed_at,
+          id = ANY(ARRAY(SELECT id FROM won WHERE lapsed = 1)), started_claim = claims, run_at,
+          concurrency_key
+
+
+-- name: job_claim_busy
+-- The refusal of when_busy="fail" jobs (%(names)s), run right after the
+-- capped claim by workers that serve such jobs (never by the others). A due
+-- ready row of one is refused only on evidence: its key's live slots held
+-- by OTHER jobs number at least its limit (a slot its own earlier claim
+-- still holds, a lapse or a retry, is no evidence: it waits for the next
+-- poll). Keys are read from the live leases (few: one per running capped
+-- run), each full one probing uj_job_capped_ready_idx for its rows. The row
+-- is claimed without a slot (attempt counted as any claim's) and the worker
+-- settles it failed with X_JOB_KEY_BUSY through job_nack, attempt given
+-- back, body never run: ready -> failed is no transition the state machine
+-- allows, and the nack is the one statement that writes a refusal's error.
+WITH clock AS MATERIALIZED (
+    SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
+), busy AS MATERIALIZED (
+    SELECT b.id
+      FROM (SELECT DISTINCT l.lease_key AS k FROM ultimate_jobs_lease l, clock c
+             WHERE l.expires_at > c.now) AS f, clock c,
+           LATERAL (SELECT j.id FROM ultimate_jobs_job j
+                     WHERE j.state = 'ready' AND j.concurrency_key = f.k
+                       AND j.name = ANY(%(names)s::text[]) AND j.run_at <= c.now
+                       AND j.queue = ANY(%(queues)s::text[])
+                       AND NOT EXISTS (SELECT FROM ultimate_jobs_queue_pause p
+                                        WHERE p.kind = 'queue' AND p.name = j.queue)
+                       AND (SELECT count(*) FROM ultimate_jobs_lease l
+                             WHERE l.lease_key = f.k AND l.expires_at > c.now
+                               AND right(l.holder, 36) <> j.id::text) >= j.concurrency_limit
+                     ORDER BY j.priority DESC, j.run_at, j.id
+                     LIMIT %(limit)s
+                       FOR UPDATE OF j SKIP LOCKED) AS b
+     LIMIT %(limit)s
+)
+UPDATE ultimate_jobs_job AS j
+   SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+       claimed_by = %(worker)s, claimed_at = c.now, updated_at = c.now,
+       visible_at = c.now + %(visibility_ms)s * interval '1 millisecond'
+  FROM clock c
+ WHERE j.id = ANY(ARRAY(SELECT id FROM busy))
+RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
+          j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
+          j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+          false, false, j.run_at, j.concurrency_key;
 
 
 -- name: job_bury
@@ -357,11 +588,13 @@ WITH due AS (
 ), inserted AS (
     INSERT INTO ultimate_jobs_job
            (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at)
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
+            concurrency_key, concurrency_limit)
     SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(key)s, %(run_id)s,
            %(max_attempts)s, %(priority)s,
            CASE WHEN due.run_at > due.now THEN 'delayed' ELSE 'ready' END,
-           due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, due.now, due.now
+           due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, due.now, due.now,
+           %(concurrency_key)s, %(concurrency_limit)s
       FROM due
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
     ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
@@ -395,15 +628,18 @@ WITH clock AS (
       FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
                ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
                run_id uuid, max_attempts int, priority int, run_at timestamptz,
-               delay_ms bigint, tenant_id text, enqueued_by text, traceparent text),
+               delay_ms bigint, tenant_id text, enqueued_by text, traceparent text,
+               concurrency_key text, concurrency_limit int),
            clock
 ), inserted AS (
     INSERT INTO ultimate_jobs_job
            (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at)
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
+            concurrency_key, concurrency_limit)
     SELECT p.id, p.name, p.queue, p.input, p.idempotency_key, p.run_id, p.max_attempts,
            p.priority, CASE WHEN p.due > p.now THEN 'delayed' ELSE 'ready' END, p.due,
-           p.tenant_id, p.enqueued_by, p.traceparent, p.now, p.now
+           p.tenant_id, p.enqueued_by, p.traceparent, p.now, p.now,
+           p.concurrency_key, p.concurrency_limit
       FROM proposed p
      WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job x WHERE x.id = p.id)
      ORDER BY p.ord
@@ -440,15 +676,31 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
 -- renewal that waited on a lock must not set a lease already past); answer
 -- the ids that landed. A null worker or claim matches any (the operator's use). A job
 -- missing from the answer was cancelled or re-claimed: its run must stop.
-UPDATE ultimate_jobs_job AS j
-   SET visible_at = coalesce(%(now)s::timestamptz, clock_timestamp())
-                    + %(visibility_ms)s * interval '1 millisecond'
-  FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[])
-       AS h(id, worker, claim)
- WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = h.id AND j.state = 'running'
-   AND (h.worker IS NULL OR j.claimed_by = h.worker)
-   AND (h.claim IS NULL OR j.claims = h.claim)
-RETURNING j.id;
+-- The fleet-wide slot of a capped job is renewed to the same instant, and
+-- only while it is unexpired and still this claim's (holder '<worker>:<id>'):
+-- a lapsed slot is lost even if nobody took it yet (another run may have,
+-- and the cap must hold). The second column is false for a landed job whose
+-- slot was lost: its run must stop too (X_JOB_SLOT_LOST).
+WITH beat AS (
+    UPDATE ultimate_jobs_job AS j
+       SET visible_at = coalesce(%(now)s::timestamptz, clock_timestamp())
+                        + %(visibility_ms)s * interval '1 millisecond'
+      FROM unnest(%(ids)s::uuid[], %(workers)s::text[], %(claims)s::int[])
+           AS h(id, worker, claim)
+     WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = h.id AND j.state = 'running'
+       AND (h.worker IS NULL OR j.claimed_by = h.worker)
+       AND (h.claim IS NULL OR j.claims = h.claim)
+    RETURNING j.id, j.concurrency_key, j.claimed_by, j.visible_at
+), slots AS (
+    UPDATE ultimate_jobs_lease AS l
+       SET expires_at = b.visible_at
+      FROM beat b
+     WHERE b.concurrency_key IS NOT NULL AND l.lease_key = b.concurrency_key
+       AND l.holder = b.claimed_by || ':' || b.id
+       AND l.expires_at > coalesce(%(now)s::timestamptz, clock_timestamp())
+    RETURNING b.id
+)
+SELECT b.id, b.concurrency_key IS NULL OR b.id IN (SELECT id FROM slots) FROM beat b;
 
 
 -- name: job_mark_started
@@ -569,7 +821,8 @@ SELECT DISTINCT ON (j.name, coalesce(j.tenant_id, ''), j.idempotency_key)
 -- adds exactly one of retried / failed / dead, or nothing for an uncounted
 -- hand-back, in the same statement. A counted attempt adds its entry to the
 -- row's history (attempt, worker, time, error): the django.tasks backend
--- answers TaskResult.errors and worker_ids from it.
+-- answers TaskResult.errors and worker_ids from it. A capped job's slot is
+-- freed as job_ack_many frees it (only when this settle landed).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), settled AS (
@@ -593,7 +846,13 @@ WITH clock AS (
       FROM clock
      WHERE j.id = %(id)s AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
-    RETURNING j.name
+    RETURNING j.name, j.concurrency_key
+), freed AS (
+    DELETE FROM ultimate_jobs_lease AS l
+     USING settled
+     WHERE settled.concurrency_key IS NOT NULL AND l.lease_key = settled.concurrency_key
+       AND l.holder = %(worker)s || ':' || %(id)s
+    RETURNING 1
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -1071,14 +1330,16 @@ WITH clock AS (
 ), inserted AS (
     INSERT INTO ultimate_jobs_job
            (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, created_at, updated_at)
+            state, run_at, tenant_id, enqueued_by, created_at, updated_at,
+            concurrency_key, concurrency_limit)
     SELECT r.id, r.name, r.queue, r.input, r.idempotency_key, r.id, r.max_attempts,
            r.priority, CASE WHEN r.run_at > clock.now THEN 'delayed' ELSE 'ready' END,
-           r.run_at, r.tenant_id, r.enqueued_by, clock.now, clock.now
+           r.run_at, r.tenant_id, r.enqueued_by, clock.now, clock.now,
+           r.concurrency_key, r.concurrency_limit
       FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
                ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
                max_attempts int, priority int, run_at timestamptz, tenant_id text,
-               enqueued_by text),
+               enqueued_by text, concurrency_key text, concurrency_limit int),
            clock
      WHERE EXISTS (SELECT 1 FROM moved)
      ORDER BY r.ord

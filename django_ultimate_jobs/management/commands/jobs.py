@@ -21,7 +21,7 @@ from ...errors import JobsError
 
 
 class Command(BaseCommand):
-    """ls | count | show | retry | cancel | rm | promote | pause | resume | stats | workers | tasks | run-task."""
+    """ls | count | show | retry | cancel | rm | promote | pause | resume | stats | workers | leases | tasks | run-task."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -66,6 +66,13 @@ class Command(BaseCommand):
         run_task.add_argument("task")
         verbs.add_parser("stats", help="depth per queue")
         verbs.add_parser("workers", help="live worker processes")
+        holding = verbs.add_parser(
+            "leases", help="who holds what: locks and concurrency slots"
+        )
+        holding.add_argument("--prefix", default="", help="only keys starting so")
+        holding.add_argument(
+            "--limit", type=int, default=200, help="rows at most, 1 to 200"
+        )
         # People type the flag after the verb too (`jobs show <id> --json`).
         # SUPPRESS: a verb that is not given --json leaves the value the
         # top-level flag set, instead of resetting it to False.
@@ -112,6 +119,9 @@ class Command(BaseCommand):
             "run-task": lambda: operator.run_task(options["task"]),
             "stats": operator.stats,
             "workers": operator.workers,
+            "leases": lambda: operator.leases(
+                prefix=options["prefix"], limit=options["limit"]
+            ),
         }
         try:
             answer = actions[verb]()
@@ -208,6 +218,8 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
         return f"paused {kind}: {names}"
     if verb == "tasks":
         return _human_tasks(answer)
+    if verb == "leases":
+        return _human_leases(answer)
     if verb == "run-task":
         return "\n".join(
             f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in answer
@@ -228,6 +240,16 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
         )
         or "no workers"
     )
+
+
+def _human_leases(answer: list[dict[str, Any]]) -> str:
+    lines = [
+        f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
+        f"holder={lease['holder']} token={lease['token']} "
+        f"expires={lease['expires_at']}{' EXPIRED' if lease['expired'] else ''}"
+        for lease in answer
+    ]
+    return "\n".join(lines or ["no leases"])
 
 
 def _page(answer: dict[str, Any]) -> str:

@@ -1,0 +1,165 @@
+"""Slots and locks in memory (``driver.leases``), as ``sql/leases.sql`` answers.
+
+:class:`LeaseTable` is the rows and the rules, called with the driver's lock
+held and the instant of the call (a statement reads ``now()`` once); the
+claim can use it inside its own critical section. :class:`MemoryLeases` is
+the store the driver exposes, one lock and one clock read per call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from .lease_base import HeldLease, LeaseRecord
+
+if TYPE_CHECKING:
+    from .memory import MemoryDriver
+
+__all__ = ["LeaseRow", "LeaseTable", "MemoryLeases"]
+
+
+@dataclass(slots=True)
+class LeaseRow:
+    """One ``(key, slot)`` row: its holder, fence and expiry."""
+
+    holder: str
+    fence: int
+    expires_at: datetime
+
+
+class LeaseTable:
+    """Lease rows keyed by ``(key, slot)``, and one fence sequence."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, int], LeaseRow] = {}
+        self.fence = 0
+
+    def acquire(
+        self, key: str, limit: int, ttl_ms: int, holder: str, now: datetime
+    ) -> HeldLease | None:
+        """The lowest slot with no live row, taken (its lapsed row replaced)."""
+        for slot in range(limit):
+            row = self.rows.get((key, slot))
+            if row is not None and row.expires_at > now:
+                continue
+            self.fence += 1
+            expires_at = now + timedelta(milliseconds=ttl_ms)
+            self.rows[(key, slot)] = LeaseRow(holder, self.fence, expires_at)
+            return HeldLease(
+                key=key,
+                slot=slot,
+                holder=holder,
+                fence=self.fence,
+                expires_at=expires_at,
+            )
+        return None
+
+    def renew(self, lease: HeldLease, ttl_ms: int, now: datetime) -> bool:
+        """Push the expiry while the holder holds the slot and it has not lapsed."""
+        row = self.rows.get((lease.key, lease.slot))
+        if row is None or row.holder != lease.holder or row.expires_at <= now:
+            return False
+        row.expires_at = now + timedelta(milliseconds=ttl_ms)
+        return True
+
+    def release(self, lease: HeldLease) -> bool:
+        """Delete the row if the holder holds it (lapsed or not, as the SQL does)."""
+        row = self.rows.get((lease.key, lease.slot))
+        if row is None or row.holder != lease.holder:
+            return False
+        del self.rows[(lease.key, lease.slot)]
+        return True
+
+    def lead(self, key: str, holder: str, ttl_ms: int, now: datetime) -> bool:
+        """The leader lease (slot 0), as ``leader_acquire`` answers it.
+
+        Its fence counts takeovers of this key (1, then +1 per new holder),
+        not grants of the shared sequence, as the Postgres statement does.
+        """
+        row = self.rows.get((key, 0))
+        if row is not None and row.holder != holder and row.expires_at > now:
+            return False
+        fence = 1 if row is None else row.fence + (row.holder != holder)
+        self.rows[(key, 0)] = LeaseRow(
+            holder, fence, now + timedelta(milliseconds=ttl_ms)
+        )
+        return True
+
+    def resign(self, key: str, holder: str) -> None:
+        """Give up the leader lease ``key`` if ``holder`` holds it."""
+        row = self.rows.get((key, 0))
+        if row is not None and row.holder == holder:
+            del self.rows[(key, 0)]
+
+    def live(self, key: str, now: datetime) -> list[tuple[int, LeaseRow]]:
+        """The unexpired rows of ``key`` in slot order."""
+        found = [
+            (slot, row)
+            for (row_key, slot), row in self.rows.items()
+            if row_key == key and row.expires_at > now
+        ]
+        return sorted(found, key=lambda item: item[0])
+
+
+class MemoryLeases:
+    """The memory driver's lease store (``driver.leases``)."""
+
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+
+    @property
+    def database(self) -> None:
+        """No database connection: the rows live in this process."""
+        return None
+
+    def acquire(
+        self, key: str, limit: int, ttl_ms: int, holder: str
+    ) -> HeldLease | None:
+        """Take the lowest free slot of ``key`` (see ``LeaseStore.acquire``)."""
+        with self.driver._lock:
+            table = self.driver._lease_table
+            return table.acquire(key, limit, ttl_ms, holder, self.driver._now())
+
+    def renew(self, lease: HeldLease, ttl_ms: int) -> bool:
+        """Push the expiry; False once lapsed or taken."""
+        with self.driver._lock:
+            return self.driver._lease_table.renew(lease, ttl_ms, self.driver._now())
+
+    def release(self, lease: HeldLease) -> bool:
+        """Free the slot if this holder holds it."""
+        with self.driver._lock:
+            return self.driver._lease_table.release(lease)
+
+    def held(self, key: str) -> int:
+        """How many live slots ``key`` has."""
+        with self.driver._lock:
+            return len(self.driver._lease_table.live(key, self.driver._now()))
+
+    def holders(self, key: str) -> list[str]:
+        """The live holders of ``key`` in slot order."""
+        with self.driver._lock:
+            live = self.driver._lease_table.live(key, self.driver._now())
+        return [row.holder for _, row in live]
+
+    def records(self, *, prefix: str = "", limit: int = 200) -> list[LeaseRecord]:
+        """Stored rows under ``prefix`` by key (code-unit order) and slot."""
+        with self.driver._lock:
+            now = self.driver._now()
+            rows = sorted(
+                (key, slot, row)
+                for (key, slot), row in self.driver._lease_table.rows.items()
+                if key.startswith(prefix)
+            )[:limit]
+            return [
+                LeaseRecord(
+                    key=key,
+                    slot=slot,
+                    holder=row.holder,
+                    fence=row.fence,
+                    expires_at=row.expires_at,
+                    expired=row.expires_at <= now,
+                )
+                for key, slot, row in rows
+            ]

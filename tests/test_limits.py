@@ -1,0 +1,205 @@
+"""job(concurrency=...): the lease key at enqueue, slots through the worker path.
+
+The fleet-wide proof (three runjobs processes, a SIGKILLed holder) is in
+tests/acceptance/test_limits_fleet.py; the driver semantics are in the
+conformance suite (django_ultimate_jobs/testing/conformance_limits.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from django_ultimate_jobs import Concurrency
+from django_ultimate_jobs.errors import JobsError
+from django_ultimate_jobs.models import Job, Lease
+from django_ultimate_jobs.operator import retry as operator_retry
+from django_ultimate_jobs.testing import run_jobs
+from django_ultimate_jobs.worker.config import WorkerConfig
+from django_ultimate_jobs.worker.executor import run_attempt
+from django_ultimate_jobs.worker.runner import Worker
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def declared(declare_jobs):
+    return declare_jobs("capped", "t.capped")
+
+
+def drain(driver):
+    return run_jobs(queues=["capped"], driver=driver)
+
+
+def test_a_plain_cap_stores_the_job_lease_key(pg_driver, declared):
+    """concurrency=N: key job:<name>, limit N, on the row."""
+
+    @declared(concurrency=2)
+    def plain(ctx):
+        return None
+
+    enqueued = plain.enqueue()
+    row = Job.objects.get(id=enqueued.id)
+    assert (row.concurrency_key, row.concurrency_limit) == ("job:t.capped.plain", 2)
+
+
+def test_a_keyed_cap_encodes_the_name_and_keeps_the_key(pg_driver, declare_jobs):
+    """Keyed: job-key:<URI-encoded name>:<key>, for enqueue and enqueue_many."""
+
+    @declare_jobs("capped", "t:odd name")(
+        concurrency=Concurrency(key=lambda i: i["account"], limit=1)
+    )
+    def keyed(ctx, *, account: str):
+        return None
+
+    one = keyed.enqueue(account="a:b")
+    many = keyed.enqueue_many([{"account": "c"}])
+    keys = dict(Job.objects.values_list("id", "concurrency_key"))
+    assert keys[one.id] == "job-key:t%3Aodd%20name.keyed:a:b"
+    assert keys[many[0].id] == "job-key:t%3Aodd%20name.keyed:c"
+
+
+def test_uncapped_jobs_carry_no_key(pg_driver, declared):
+    @declared()
+    def free(ctx):
+        return None
+
+    row = Job.objects.get(id=free.enqueue().id)
+    assert (row.concurrency_key, row.concurrency_limit) == (None, None)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["", "x" * 201, 42, None, "bad\x00key"],
+    ids=["empty", "long", "int", "none", "nul"],
+)
+def test_a_bad_key_is_refused_before_anything_is_written(pg_driver, declared, answer):
+    """The key must be a non-empty str of at most 200 characters; never echoed."""
+
+    @declared(concurrency=Concurrency(key=lambda i: answer, limit=1))
+    def keyed(ctx, *, secret: str):
+        return None
+
+    with pytest.raises(JobsError) as info:
+        keyed.enqueue(secret="s3cr3t-value")
+    assert info.value.code == "X_JOB_DECLARATION_INVALID"
+    assert "s3cr3t" not in str(info.value) and "x" * 50 not in str(info.value)
+    with pytest.raises(JobsError):
+        keyed.enqueue_many([{"secret": "s3cr3t-value"}])
+    assert not Job.objects.filter(name=keyed.name).exists()
+
+
+def test_a_raising_key_function_is_refused_without_its_message(pg_driver, declared):
+    def boom(given):
+        raise KeyError(given["secret"])
+
+    @declared(concurrency=Concurrency(key=boom, limit=1))
+    def keyed(ctx, *, secret: str):
+        return None
+
+    with pytest.raises(JobsError) as info:
+        keyed.enqueue(secret="s3cr3t-value")
+    assert info.value.code == "X_JOB_DECLARATION_INVALID"
+    assert "s3cr3t" not in str(info.value)
+    assert not Job.objects.filter(name=keyed.name).exists()
+
+
+def test_run_jobs_runs_capped_jobs_one_slot_at_a_time(pg_driver, declared):
+    """run_jobs() no longer refuses a capped job; the cap holds round by round."""
+    seen = []
+
+    @declared(concurrency=1)
+    def single(ctx, *, n: int):
+        seen.append((n, list(Lease.objects.values_list("lease_key", "slot"))))
+
+    single.enqueue_many([{"n": 1}, {"n": 2}, {"n": 3}])
+    executions = drain(pg_driver)
+    assert [e.outcome for e in executions] == ["completed"] * 3
+    # Each body ran holding slot 0 alone; every settle freed it.
+    assert [slots for _, slots in seen] == [[("job:t.capped.single", 0)]] * 3
+    assert not Lease.objects.exists()
+
+
+def test_when_busy_fail_refuses_on_evidence_and_retry_requeues(pg_driver, declared):
+    """Another run holds the key: failed X_JOB_KEY_BUSY, body not run, no attempt."""
+    ran = []
+
+    @declared(
+        concurrency=Concurrency(key=lambda i: i["account"], limit=1, when_busy="fail"),
+        retry=None,
+    )
+    def exclusive(ctx, *, account: str, n: int):
+        ran.append(n)
+
+    first = exclusive.enqueue(account="acme", n=1)
+    second = exclusive.enqueue(account="acme", n=2)
+    other = exclusive.enqueue(account="other", n=3)
+    outcomes = {e.claimed.id: e.outcome for e in drain(pg_driver)}
+    assert outcomes == {
+        first.id: "completed",
+        second.id: "refused",
+        other.id: "completed",
+    }
+    assert sorted(ran) == [1, 3]
+    row = Job.objects.get(id=second.id)
+    assert (row.state, row.attempt) == ("failed", 0)
+    assert row.last_error.startswith("X_JOB_KEY_BUSY")
+    assert "acme" not in row.last_error
+    operator_retry(second.id)
+    assert [e.outcome for e in drain(pg_driver)] == ["completed"]
+    assert sorted(ran) == [1, 2, 3]
+
+
+def test_when_busy_wait_runs_the_second_later(pg_driver, declared):
+    ran = []
+
+    @declared(concurrency=Concurrency(key=lambda i: i["account"], limit=1))
+    def waiting(ctx, *, account: str, n: int):
+        ran.append(n)
+
+    waiting.enqueue(account="acme", n=1)
+    waiting.enqueue(account="acme", n=2)
+    assert [e.outcome for e in drain(pg_driver)] == ["completed", "completed"]
+    assert sorted(ran) == [1, 2]
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}
+
+
+def test_a_lost_slot_stops_the_body_with_slot_lost(pg_driver, declared):
+    """A renewal that finds the slot taken cancels the run: X_JOB_SLOT_LOST, retried."""
+    started = threading.Event()
+    release = threading.Event()
+    observed = []
+
+    @declared(concurrency=1)
+    def held(ctx):
+        started.set()
+        release.wait(5)
+        reason = ctx.cancellation.reason
+        observed.append(reason.code if reason else None)
+
+    enqueued = held.enqueue()
+    worker = Worker(
+        WorkerConfig.from_settings(queues=("capped",), concurrency=1), driver=pg_driver
+    )
+    (attempt,), _ = worker._claim(1)
+    body = threading.Thread(
+        target=lambda: observed.append(run_attempt(attempt, pg_driver))
+    )
+    body.start()
+    assert started.wait(5)
+    # Another holder took the slot (as after a stall past the lease).
+    Lease.objects.filter(lease_key="job:t.capped.held").update(holder="elsewhere:x")
+    worker._renew_leases()
+    release.set()
+    body.join(5)
+    code, execution = observed
+    assert code == "X_JOB_SLOT_LOST"
+    assert execution.outcome == "retried"
+    assert execution.nack is not None and execution.nack.error.startswith(
+        "X_JOB_SLOT_LOST"
+    )
+    assert pg_driver.nack(execution.nack) is True
+    # The settle landed but freed nothing: the slot is the other holder's.
+    assert list(Lease.objects.values_list("holder", flat=True)) == ["elsewhere:x"]
+    assert Job.objects.get(id=enqueued.id).state == "ready"
