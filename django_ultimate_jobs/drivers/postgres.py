@@ -462,7 +462,7 @@ class PostgresDriver(PostgresCron):
         by_worker: dict[str, list[AckRequest]] = {}
         for request in requests:
             by_worker.setdefault(request.identity.worker_id, []).append(request)
-        landed: set[UUID] = set()
+        landed: set[int] = set()
         for worker, batch in by_worker.items():
             results = [(r.job_id, _result_json(r.result)) for r in batch]
             results = [(job_id, text) for job_id, text in results if text is not None]
@@ -478,8 +478,10 @@ class PostgresDriver(PostgresCron):
                     "results": [text for _, text in results],
                 },
             )
-            landed.update(row[0] for row in rows)
-        return [r.job_id in landed for r in requests]
+            landed.update(row[0].int for row in rows)
+        # Compared as integers: UUID.__hash__ is Python code, two per acked
+        # job here (the settler thread's share of a no-op job).
+        return [r.job_id.int in landed for r in requests]
 
     def nack(self, request: NackRequest) -> bool:
         """Hand one attempt back; True if it landed."""
