@@ -16,6 +16,7 @@ from typing import Any
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
 from .validation import NAME_RULE, name_problem
+from .worker.limits import LimitConfig, parse_limits
 
 __all__ = [
     "DEFAULT_HOUSEKEEPING_QUEUE",
@@ -66,6 +67,7 @@ class JobsSettings:
     """``False``, ``True`` or ``"required"`` (see :mod:`django_ultimate_jobs.outbox`)."""
     outbox_database: str = "default"
     outbox_claim_lease_ms: int = 30_000
+    limits: LimitConfig = field(default_factory=LimitConfig)
 
 
 # RETENTION["<name>"]: how long finished rows of each kind are kept.
@@ -207,6 +209,10 @@ _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
 _DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
 _OUTBOX = Kind('True, False or "required"', _outbox)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
+_LIMITS = Kind(
+    'a dict of "per_tenant", "per_queue", "global" and/or "rate_per_tenant"',
+    parse_limits,
+)
 
 SETTINGS: dict[str, tuple[Kind, str]] = {
     "DRIVER": (_DRIVER, "driver"),
@@ -231,6 +237,7 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "OUTBOX": (_OUTBOX, "outbox"),
     "OUTBOX_DATABASE": (_ALIAS, "outbox_database"),
     "OUTBOX_CLAIM_LEASE": (_DURATION, "outbox_claim_lease_ms"),
+    "LIMITS": (_LIMITS, "limits"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""
 

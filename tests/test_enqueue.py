@@ -8,6 +8,7 @@ job table's row count before and after.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
@@ -830,14 +831,8 @@ def _plan_nodes(node):
         yield from _plan_nodes(child)
 
 
-def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
-    """Enqueue one due job one second later; answer the job-table rows it read.
-
-    Counts every row a scan of the job table returned or filtered away, per
-    loop (a join filter only drops rows its inner scan already returned; the
-    insert itself is the ModifyTable node), and names the indexes read.
-    """
-    clock.advance(seconds=1)
+def _the_statement(pg_driver, monkeypatch, call) -> tuple[str, dict]:
+    """The name and parameters of the one statement ``call`` ran."""
     calls = []
     original = pg_driver._rows
 
@@ -846,9 +841,21 @@ def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
         return original(name, params)
 
     monkeypatch.setattr(pg_driver, "_rows", spy)
-    noop.enqueue()
+    call()
     monkeypatch.undo()
     ((name, params),) = calls
+    return name, params
+
+
+def _wake_check_reads(pg_driver, clock, monkeypatch) -> tuple[int, list[str]]:
+    """Enqueue one due job one second later; answer the job-table rows it read.
+
+    Counts every row a scan of the job table returned or filtered away, per
+    loop (a join filter only drops rows its inner scan already returned; the
+    insert itself is the ModifyTable node), and names the indexes read.
+    """
+    clock.advance(seconds=1)
+    name, params = _the_statement(pg_driver, monkeypatch, noop.enqueue)
     clock.advance(seconds=1)
     fresh = uuid7()
     params.update(id=fresh, run_id=fresh)
@@ -905,3 +912,55 @@ def test_the_wake_check_reads_only_the_current_slot_during_a_burst(
         f"{read} rows of earlier slots (through {scans}) to enqueue one job: "
         "enqueue cost grows with the ready backlog (bench/enqueue.py (a))"
     )
+
+
+def test_enqueue_many_reads_no_job_rows_for_new_ids(pg_driver, monkeypatch):
+    """A batch of fresh ids does not read the job table to check them.
+
+    Only a caller-allocated id (an outbox re-publish) can already exist.
+    Checking every id of the batch was planned as an anti-join that hashed
+    the whole job table on every call, so each enqueue_many cost grew with
+    the table (bench/enqueue.py (c)).
+    """
+    noop.enqueue_many([{"n": n} for n in range(2_000)])
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE ultimate_jobs_job")
+    name, params = _the_statement(
+        pg_driver,
+        monkeypatch,
+        lambda: noop.enqueue_many([{"n": n} for n in range(100)]),
+    )
+    rows = json.loads(params["rows"])
+    for row in rows:
+        row["id"] = str(uuid7())
+    params["rows"] = json.dumps(rows)
+
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute("SAVEPOINT explain")
+        cursor.execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) " + query(name),
+            {"now": pg_driver.clock.sql_now(), **params},
+        )
+        (plan,) = cursor.fetchone()[0]
+        cursor.execute("ROLLBACK TO SAVEPOINT explain")
+    read = sum(
+        (node["Actual Rows"] + node.get("Rows Removed by Filter", 0))
+        * node.get("Actual Loops", 1)
+        for node in _plan_nodes(plan["Plan"])
+        if node.get("Relation Name") == "ultimate_jobs_job"
+        and node["Node Type"] != "ModifyTable"
+    )
+    assert read < 50, (
+        f"BUG: enqueue_many of 100 new jobs read {read} job rows "
+        "(its cost grows with the job table)"
+    )
+
+
+def test_enqueue_after_the_connection_was_reopened(committed_pg_driver):
+    """The driver keeps a cursor per thread: a reopened connection gets its own."""
+    first = noop.enqueue()
+    connection.close()
+    second = noop.enqueue()
+    batch = noop.enqueue_many([{}, {}])
+    ids = {first.id, second.id, *(answer.id for answer in batch)}
+    assert set(Job.objects.filter(id__in=ids).values_list("id", flat=True)) == ids

@@ -97,6 +97,10 @@ class EnqueueRequest:
     ``job-key:<URI-encoded name>:<key>``); ``None``: uncapped."""
     concurrency_limit: int | None = None
     """Slots of ``concurrency_key`` (runs of it at once, fleet-wide)."""
+    input_json: str | None = None
+    """``input`` as the compact JSON text the enqueue's checks already made
+    (``validation.json_text``), so a driver storing text does not encode it
+    again; ``None`` = the driver encodes ``input``. Must be that text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,12 @@ class ClaimOptions:
     started: the worker hands them to idle slots at once. A lapse charges an
     attempt only when its start was recorded, so jobs held ahead lose
     nothing to a crash."""
+    skip_tenants: frozenset[str | None] = field(default_factory=frozenset)
+    """Tenants whose ready and due rows the claim skips (``None``: rows
+    without a tenant): the tenants at their in-process limit
+    (``worker/limits.py``). The ordinary claim only: lapsed leases, and
+    rows carrying a concurrency key (``capped``), are claimed whatever their
+    tenant, and the worker sheds those over a limit."""
     capped: int = 0
     """Also claim up to this many rows carrying a concurrency key
     (``job(concurrency=...)``), each only with a free fleet-wide slot of its

@@ -22,6 +22,8 @@ __all__ = ["dumps", "exact_floats", "loads"]
 # A JSON string (skipped whole, so its text is never touched), or a number
 # with a positive exponent, as Python's float repr writes one ("1.5e+300").
 _STRING_OR_EXPONENT = re.compile(r'"(?:[^"\\]|\\.)*"|(-?\d+(?:\.\d+)?e\+\d+)')
+# Built once: json.dumps() with keyword arguments builds one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
 def dumps(value: Any) -> str:
@@ -30,9 +32,7 @@ def dumps(value: Any) -> str:
     Raises:
         TypeError, ValueError: not JSON-serialisable, or a non-finite number.
     """
-    return exact_floats(
-        json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    )
+    return exact_floats(_ENCODER.encode(value))
 
 
 def exact_floats(text: str) -> str:

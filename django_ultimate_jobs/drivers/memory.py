@@ -214,10 +214,14 @@ class MemoryDriver(MemoryCron):
                 ),
                 key=JobRow.claim_order,
             )
+            # Full tenants' waiting rows are skipped, capped or not; lapsed
+            # rows are not (as job_claim: the worker sheds those).
             waiting = (
                 row
                 for row in claimable
-                if row.state != JobState.RUNNING and _wanted(row, options, lapsed=False)
+                if row.state != JobState.RUNNING
+                and _wanted(row, options, lapsed=False)
+                and row.tenant_id not in options.skip_tenants
             )
             # In claim order until the limit: a capped row without a free
             # slot of its key is passed over (not claimed, no attempt spent).

@@ -123,6 +123,7 @@ class PostgresDriver(PostgresCron):
         """Per worker id: the key its next capped claim's key scan starts after."""
         self._capped_late_at: dict[str, float] = {}
         """Per worker id: when its next claim runs job_claim_capped_late."""
+        self._local = threading.local()
 
     def use_generic_plans_in_this_thread(self) -> None:
         """Plan this thread's prepared statements generically (the claim loop).
@@ -172,9 +173,18 @@ class PostgresDriver(PostgresCron):
             # the SET is not rolled back with one.
             raw.execute("SET plan_cache_mode = force_generic_plan")
             _GENERIC_PLAN_CONNECTIONS.add(raw)
+        # One cursor per thread, connection and pair of time zones, kept:
+        # building one per statement (and its adapters map) was a tenth of an
+        # enqueue. The zones decide its timestamptz loader (_fast_loaders);
+        # a setting change or a SET TIME ZONE gets a new cursor.
+        zones = (connection.timezone, raw.info.timezone)
+        kept = self._local.__dict__.get("cursor")
+        if kept is None or kept[0] is not raw or kept[1] != zones:
+            kept = self._local.cursor = (raw, zones, psycopg.Cursor(raw))
+            _fast_loaders(connection, kept[2])
+        cursor = kept[2]
         try:
-            with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
-                _fast_loaders(connection, cursor)
+            with connection.wrap_database_errors:
                 cursor.execute(
                     query(name, filename),
                     {"now": self.clock.sql_now(), **params},
@@ -206,7 +216,7 @@ class PostgresDriver(PostgresCron):
             "run_id": run_id,
             "name": request.name,
             "queue": request.queue,
-            "input": _json(request.input),
+            "input": _input_text(request),
             "key": request.idempotency_key,
             "max_attempts": request.max_attempts,
             "priority": request.priority,
@@ -218,10 +228,13 @@ class PostgresDriver(PostgresCron):
             "concurrency_key": request.concurrency_key,
             "concurrency_limit": request.concurrency_limit,
         }
+        # A fresh id without a key can meet neither its id nor a live key.
+        fresh = request.idempotency_key is None and request.id is None
+        statement = "job_enqueue_keyless" if fresh else "job_enqueue"
         for _ in range(_ENQUEUE_ROUNDS):
-            rows = self._rows("job_enqueue", params)
+            rows = self._rows(statement, params)
             if rows:
-                job_id, run_id, _notified, created_at = rows[0]
+                job_id, run_id, created_at, _notified = rows[0]
                 return Enqueued(job_id, run_id, False, created_at)
             if request.id is not None:
                 existing = self.get(request.id)
@@ -242,33 +255,19 @@ class PostgresDriver(PostgresCron):
             return []
         ids = [r.id or uuid7() for r in requests]
         rows = [
-            {
-                "ord": index,
-                "id": str(job_id),
-                "run_id": str(r.run_id or job_id),
-                "name": r.name,
-                "queue": r.queue,
-                "input": r.input,
-                "idempotency_key": r.idempotency_key,
-                "max_attempts": r.max_attempts,
-                "priority": r.priority,
-                "run_at": r.run_at.isoformat() if r.run_at else None,
-                "delay_ms": r.delay_ms,
-                "tenant_id": r.tenant_id,
-                "enqueued_by": r.enqueued_by,
-                "traceparent": r.traceparent,
-                "concurrency_key": r.concurrency_key,
-                "concurrency_limit": r.concurrency_limit,
-            }
+            _many_row(index, job_id, r)
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
         ]
+        statement = (
+            "job_enqueue_many_keyless"
+            if all(r.idempotency_key is None for r in requests)
+            else "job_enqueue_many"
+        )
         strict = any(r.on_conflict == "error" for r in requests)
         # A refusal under on_conflict="error" must leave nothing written, so
         # the batch then runs in its own (sub)transaction.
         with transaction.atomic(using=self.using) if strict else nullcontext():
-            inserted = {
-                row[0] for row in self._rows("job_enqueue_many", {"rows": _json(rows)})
-            }
+            inserted = {row[0] for row in self._rows(statement, {"rows": _json(rows)})}
             answers: list[Enqueued | None] = [
                 Enqueued(job_id, r.run_id or job_id, False)
                 if job_id in inserted
@@ -355,6 +354,7 @@ class PostgresDriver(PostgresCron):
                 "ttl": options.registry_ttl_ms,
                 "start_now": max(options.start_now - started, 0),
                 "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
+                **_tenant_skip(options),
             },
         )
         claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]
@@ -381,6 +381,7 @@ class PostgresDriver(PostgresCron):
             "limit": options.limit,
             "worker": options.worker_id,
             "visibility_ms": options.visibility_ms,
+            **_tenant_skip(options),
         }
         limit = min(options.capped, options.limit)
         # The key scan takes turns around the keys (see job_claim_capped):
@@ -896,6 +897,56 @@ def _filter_params(where: JobFilter) -> dict[str, Any]:
         "created_to": where.created_to,
         "error_code": where.error_code,
     }
+
+
+def _many_row(index: int, job_id: UUID, request: EnqueueRequest) -> dict[str, Any]:
+    """One row of job_enqueue_many's JSON array; what is unset stays out."""
+    row = {
+        "ord": index,
+        "id": str(job_id),
+        "name": request.name,
+        "queue": request.queue,
+        "input": request.input,
+        "max_attempts": request.max_attempts,
+        "priority": request.priority,
+    }
+    if request.id is not None:
+        row["caller_id"] = True
+    if request.run_id is not None:
+        row["run_id"] = str(request.run_id)
+    if request.idempotency_key is not None:
+        row["idempotency_key"] = request.idempotency_key
+    if request.run_at is not None:
+        row["run_at"] = request.run_at.isoformat()
+    if request.delay_ms:
+        row["delay_ms"] = request.delay_ms
+    if request.tenant_id is not None:
+        row["tenant_id"] = request.tenant_id
+    if request.enqueued_by is not None:
+        row["enqueued_by"] = request.enqueued_by
+    if request.traceparent is not None:
+        row["traceparent"] = request.traceparent
+    if request.concurrency_key is not None:
+        row["concurrency_key"] = request.concurrency_key
+        row["concurrency_limit"] = request.concurrency_limit
+    return row
+
+
+def _tenant_skip(options: ClaimOptions) -> dict[str, Any]:
+    """The claim_tenant_open fragment's parameters: the full tenants, and
+    whether the bucket of jobs without a tenant still has room."""
+    return {
+        "skip": [t for t in options.skip_tenants if t is not None],
+        "untenanted": None not in options.skip_tenants,
+    }
+
+
+def _input_text(request: EnqueueRequest) -> str:
+    """The input's jsonb text: the enqueue's checked JSON when it came along
+    (made exact for jsonb's numbers, a scan of the text), else encoded here."""
+    if request.input_json is not None:
+        return exact_floats(request.input_json)
+    return _json(request.input)
 
 
 def _key_of(request: EnqueueRequest) -> tuple[str, str, str]:

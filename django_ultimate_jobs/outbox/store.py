@@ -43,9 +43,10 @@ _RETURNED = (
 extra fields' JSON text and ``staged_at``."""
 
 
-_COLUMNS = frozenset({*_RETURNED, "delay_ms", "on_conflict"})
+_COLUMNS = frozenset({*_RETURNED, "delay_ms", "on_conflict", "input_json"})
 """Request fields with a column of their own (``delay_ms`` becomes ``run_at``;
-``on_conflict``: a publish always dedupes); the rest ride in ``extra``."""
+``on_conflict``: a publish always dedupes; ``input_json`` is the ``input``
+column's text, not stored twice); the rest ride in ``extra``."""
 MAX_ERROR_LENGTH = 2_000
 
 

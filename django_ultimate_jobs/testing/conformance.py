@@ -27,7 +27,8 @@ counter buckets as ``{(bucket_ms, bucket_start): {field: n}}`` over
 
 Every check uses its own queue and job names, so checks can share a store.
 The operator checks live in :mod:`.conformance_operator`, the lease store's
-(``driver.leases``: slots and locks) in :mod:`.conformance_leases`; register
+(``driver.leases``: slots and locks) in :mod:`.conformance_leases`, the
+claim's skipping of full tenants in :mod:`.conformance_fairness`; register
 these modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
 failed check shows the values it compared.
 """
@@ -62,6 +63,7 @@ from ..drivers.base import (
 from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from .conformance_fairness import FairnessConformance
 from .conformance_leases import LeaseConformance
 from .conformance_limits import LimitsConformance
 from .conformance_operator import OperatorConformance
@@ -107,6 +109,7 @@ class Lane:
         retake: int | None = None,
         capped: bool = False,
         refuse_busy: frozenset[str] = frozenset(),
+        skip_tenants: frozenset[str | None] = frozenset(),
     ) -> ClaimResult:
         """Claim from this lane's queue (or ``queues``)."""
         options = ClaimOptions(
@@ -118,6 +121,7 @@ class Lane:
             registry_ttl_ms=registry_ttl_ms,
             start_now=start_now,
             retake=retake,
+            skip_tenants=skip_tenants,
             capped=limit if capped else 0,
             refuse_busy=refuse_busy,
         )
@@ -182,7 +186,9 @@ def _bucket(**counts: int) -> dict[str, int]:
     return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
 
 
-class DriverConformance(OperatorConformance, LeaseConformance, LimitsConformance):
+class DriverConformance(
+    OperatorConformance, LeaseConformance, LimitsConformance, FairnessConformance
+):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
     @pytest.fixture
@@ -475,7 +481,28 @@ class DriverConformance(OperatorConformance, LeaseConformance, LimitsConformance
         lane.ack(lane.claim_one())
         again = lane.enqueue(id=job_id, idempotency_key="fresh", input={"n": 2})
         assert again == Enqueued(job_id, job_id, True)
+        assert lane.enqueue(id=job_id, input={"n": 3}) == again  # without a key
         assert lane.row(job_id).state is JobState.DONE
+        assert lane.row(job_id).input == {"lane": lane.job}
+
+    def test_enqueue_many_caller_ids_dedupe(self, lane, driver):
+        """In a batch, a caller id that exists answers that row; the rest insert."""
+        held, fresh = uuid7(), uuid7()
+        lane.enqueue(id=held)
+        answers = driver.enqueue_many(
+            [
+                lane.request(id=held, input={"n": 1}),
+                lane.request(id=fresh),
+                lane.request(),
+            ]
+        )
+        assert [(a.id, a.deduped) for a in answers[:2]] == [
+            (held, True),
+            (fresh, False),
+        ]
+        assert answers[2].deduped is False and answers[2].id not in (held, fresh)
+        assert lane.row(held).input == {"lane": lane.job}
+        assert lane.row(answers[2].id).run_id == answers[2].id
 
     def test_enqueue_many_republished_batch_inserts_only_the_new_ids(
         self, lane, driver

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..conf import MAX_CLAIM_BATCH, MAX_CONCURRENCY, jobs_settings
 from ..durations import is_count
 from ..errors import SettingsInvalid
 from ..validation import NAME_RULE, name_problem
+from .limits import LimitConfig
 
 __all__ = ["WorkerConfig"]
 
@@ -32,6 +33,8 @@ class WorkerConfig:
     max_jobs: int | None = None
     burst: bool = False
     wake: bool = True
+    limits: LimitConfig = field(default_factory=LimitConfig)
+    """In-process limits (``ULTIMATE_JOBS["LIMITS"]``, worker/limits.py)."""
 
     def __post_init__(self) -> None:
         if not self.queues:
@@ -93,6 +96,7 @@ class WorkerConfig:
             stuck_slots_max=settings.stuck_slots_max,
             unknown_park_ms=settings.unknown_job_park_ms,
             wake=settings.wake,
+            limits=settings.limits,
         )
         given = {key: value for key, value in overrides.items() if value is not None}
         return replace(config, **given) if given else config

@@ -40,7 +40,13 @@ from django.db import connections
 from ..conf import jobs_settings
 from ..context import CancellationToken
 from ..drivers import get_driver
-from ..drivers.base import ClaimOptions, JobDriver, NackRequest, WorkerRecord
+from ..drivers.base import (
+    ClaimedJob,
+    ClaimOptions,
+    JobDriver,
+    NackRequest,
+    WorkerRecord,
+)
 from ..errors import (
     Draining,
     JobKeyBusy,
@@ -65,6 +71,7 @@ from .dbrole import (
     reset_broken_connections,
 )
 from .executor import Attempt, Execution, run_attempt, settle_for
+from .limits import Lease, Limiter
 from .settler import Settler
 
 __all__ = ["Worker", "new_worker_id"]
@@ -147,6 +154,10 @@ class Worker:
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
         self._settler = Settler(self.driver, on_done=self._settled)
+        # In-process limits (worker/limits.py); None when none is set, so a
+        # worker without limits claims exactly as before.
+        self._limiter = Limiter(config.limits) if config.limits.active else None
+        self._leases: dict[UUID, Lease] = {}
         self.outage = DatabaseOutage()
         """Shared by every role of this process: one backoff, one log line each way."""
         self._claim_db = self.role("claim")
@@ -473,13 +484,21 @@ class Worker:
     ) -> tuple[list[Attempt], list[Any]]:
         # capped: how many rows carrying a concurrency key to claim, each
         # with its fleet-wide slot (None: up to the limit, the inline tick).
+        queues, skip = self.config.queues, frozenset[str | None]()
+        if self._limiter is not None:
+            # In-process limits (worker/limits.py) bound the whole claim,
+            # capped rows included.
+            queues, limit, skip = self._limited(limit)
+            if limit <= 0:
+                return [], []
+            capped = limit if capped is None else min(capped, limit)
         registry_ttl = None
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
             self._registry_due = False
         result = self.driver.claim(
             ClaimOptions(
-                queues=self.config.queues,
+                queues=queues,
                 limit=limit,
                 worker_id=self.id,
                 visibility_ms=self.config.visibility_ms,
@@ -487,6 +506,7 @@ class Worker:
                 registry_ttl_ms=registry_ttl,
                 start_now=start_now,
                 retake=retake,
+                skip_tenants=skip,
                 capped=(limit if capped is None else capped) if self._capped else 0,
                 uncapped=uncapped,
                 refuse_busy=self._refuse_busy,
@@ -501,14 +521,86 @@ class Worker:
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
+        shed: list[tuple[ClaimedJob, str | None]] = []
         with self._lock:
             for claimed in result.claimed:
+                if self._limiter is not None and not self._admit(claimed):
+                    shed.append((claimed, self._limiter.last_refusal))
+                    continue
                 attempt = Attempt(claimed, get_job(claimed.name))
                 self._held[claimed.id] = attempt
                 attempts.append(attempt)
                 if attempt.handle is not None:
                     self._claimed_total += 1
+        for claimed, blocked_by in shed:
+            self._shed(claimed, blocked_by)
         return attempts, result.buried
+
+    def _limited(
+        self, limit: int
+    ) -> tuple[tuple[str, ...], int, frozenset[str | None]]:
+        # The claim names only the queues below their limit, takes no more
+        # rows than the tightest room (a tenant with room for one must not
+        # get a batch of its rows, shed one write each), and skips the
+        # tenants that are full, in SQL: behind one tenant's flood the scan
+        # reaches the next tenant's rows (job_claim, claim_tenant_open).
+        assert self._limiter is not None
+        queues = self._limiter.open_queues(self.config.queues)
+        room = self._limiter.claim_room(queues)
+        if not queues or (room is not None and room <= 0):
+            return queues, 0, frozenset()
+        limit = limit if room is None else min(limit, room)
+        return queues, limit, self._limiter.full_tenants()
+
+    def _admit(self, claimed: ClaimedJob) -> bool:
+        # Call with the lock held: take the row's limits, or refuse it.
+        assert self._limiter is not None
+        lease = self._limiter.try_acquire(claimed.queue, claimed.tenant_id)
+        if lease is not None:
+            self._leases[claimed.id] = lease
+        return lease is not None
+
+    def _shed(self, claimed: ClaimedJob, blocked_by: str | None) -> None:
+        # A row over a limit (a lapsed lease the claim re-took for a full
+        # tenant: that scan is not filtered) is handed back at once without
+        # spending its attempt, and with no delay (its place in the claim
+        # order is kept). One write in the claim thread, outside the lock:
+        # rare, and the settler is not needed for it. A failed write must
+        # not lose the rows this claim admitted (they are held already):
+        # it is logged, and the row is left to its lease, whose lapse costs
+        # no attempt (a re-taken row's start is recorded only before its body).
+        logger.info(
+            "jobs.limits.shed",
+            extra={
+                "job": claimed.name,
+                "job_id": str(claimed.id),
+                "queue": claimed.queue,
+                "tenant": claimed.tenant_id,
+                "blocked_by": blocked_by,
+            },
+        )
+        try:
+            self.driver.nack(
+                NackRequest(
+                    job_id=claimed.id,
+                    identity=claimed.identity,
+                    counts_as_attempt=False,
+                )
+            )
+        except Exception:
+            logger.warning(
+                "jobs.limits.shed-failed",
+                extra={"job_id": str(claimed.id)},
+                exc_info=True,
+            )
+            reset_broken_connections()
+
+    def _release_limits(self, job_ids: list[UUID]) -> None:
+        # Call with the lock held; idempotent (a lease is popped once).
+        for job_id in job_ids:
+            lease = self._leases.pop(job_id, None)
+            if lease is not None:
+                lease.release()
 
     def _park_unknown(self, attempt: Attempt) -> Execution:
         # Deploy skew: a newer release enqueued a job this one does not know.
@@ -836,6 +928,9 @@ class Worker:
             for execution in executions:
                 if execution.claimed.id in self._held:
                     self._ran.add(execution.claimed.id)
+            if self._leases:
+                # The bodies ran: their limits are free for the next claim.
+                self._release_limits([e.claimed.id for e in executions])
             free = self._free_locked()
         if free >= self._worth_claiming() and not self._wake.is_set():
             self._wake.set()
@@ -844,6 +939,8 @@ class Worker:
         with self._lock:
             self._held.pop(execution.claimed.id, None)
             self._ran.discard(execution.claimed.id)
+            if self._leases:
+                self._release_limits([execution.claimed.id])
             # A running mean of attempt durations decides how far to claim ahead.
             self._mean_ms += (execution.duration_ms - self._mean_ms) * 0.05
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1

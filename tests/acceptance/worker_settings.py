@@ -8,9 +8,11 @@ on short leases:
 - ``UJ_VISIBILITY`` (default ``30s``), ``UJ_HEARTBEAT`` (default: a third);
 - ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
   ``200ms``); an empty value keeps the package default (the wake test);
-- ``UJ_CLAIM_BATCH`` (default: the package's).
+- ``UJ_CLAIM_BATCH`` (default: the package's);
+- ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none).
 """
 
+import json
 import os
 
 from tests.settings import *  # noqa: F403
@@ -30,6 +32,8 @@ def _timings() -> dict[str, object]:
         "IDLE_POLL_MAX": os.environ.get("UJ_IDLE_POLL_MAX", "200ms"),
     }
     values.update({key: value for key, value in optional.items() if value})
+    if os.environ.get("UJ_LIMITS"):
+        values["LIMITS"] = json.loads(os.environ["UJ_LIMITS"])
     if os.environ.get("UJ_CLAIM_BATCH"):
         values["CLAIM_BATCH"] = int(os.environ["UJ_CLAIM_BATCH"])
     return values

@@ -11,4 +11,5 @@ pytest.register_assert_rewrite(
     "django_ultimate_jobs.testing.conformance_cron",
     "django_ultimate_jobs.testing.conformance_leases",
     "django_ultimate_jobs.testing.conformance_limits",
+    "django_ultimate_jobs.testing.conformance_fairness",
 )

@@ -164,6 +164,17 @@ def poison(ctx):
     os._exit(137)
 
 
+@job(
+    name="tests.tenant_start",
+    retry=Retry(attempts=3, delay="100ms"),
+    tenant=lambda input: input["tenant"],
+)
+def tenant_start(ctx, *, tenant: str, sleep_ms: int = 20):
+    """Record its start (kind ``start:<tenant>``), then wait ``sleep_ms``."""
+    _record(ctx, f"start:{tenant}")
+    ctx.cancellation.wait(sleep_ms / 1000)
+
+
 @job(name="tests.steady", retry=Retry(attempts=3, delay="100ms"))
 def steady(ctx, *, sleep_ms: int = 100):
     """Record a run, then take ``sleep_ms`` (cooperatively)."""

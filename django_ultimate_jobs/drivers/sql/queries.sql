@@ -202,6 +202,12 @@ RETURNING id, name, queue, input, idempotency_key, run_id, attempt, max_attempts
 -- rows by id = ANY(ARRAY(...)): joined to the picked CTE instead, the
 -- planner (which cannot see into it) chose a sequential scan of the whole
 -- table per claim once the picks were estimated at 64 rows.
+--
+-- Tenant fairness (worker/limits.py): %(skip)s names the tenants at their
+-- in-process limit and %(untenanted)s is false when the bucket of jobs
+-- without a tenant is full; their ready and due rows are skipped in the
+-- scan, so a claim reaches another tenant's rows behind a flood instead of
+-- claiming the flood and handing it back (see claim_tenant_open for the cost).
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
 ), open AS MATERIALIZED (
@@ -219,6 +225,7 @@ WITH clock AS MATERIALIZED (
               AND j.queue = q.name
               AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
+              AND @claim_tenant_open
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS w
@@ -232,6 +239,7 @@ WITH clock AS MATERIALIZED (
               AND j.queue = q.name
               AND j.concurrency_key IS NULL
               AND j.run_at <= (SELECT now FROM clock)
+              AND @claim_tenant_open
             ORDER BY j.run_at, j.id
             LIMIT %(limit)s
               FOR UPDATE OF j SKIP LOCKED) AS t
@@ -332,6 +340,9 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 -- rows of capped jobs (late) join them; a lapsed row takes a slot like a
 -- fresh one (an exhausted lapse is buried by job_claim).
 --
+-- Tenants full in this process (claim_tenant_open, as job_claim) are
+-- skipped here and in job_claim_capped_late: their rows take no slot.
+--
 -- Each key's candidates are paired with its lowest slots not held by an
 -- unexpired lease (slot numbers below live + candidates suffice: at most
 -- `live` of them are taken), the pairs are inserted into the lease table in
@@ -365,7 +376,7 @@ WITH RECURSIVE clock AS MATERIALIZED (
       FROM (SELECT * FROM keys WHERE lim > 0 LIMIT %(keys)s) r, clock c, open o, LATERAL (
            SELECT j.id, j.priority, j.run_at FROM ultimate_jobs_job j
             WHERE j.state = 'ready' AND j.concurrency_key = r.k
-              AND j.queue = ANY(o.n) AND j.run_at <= c.now
+              AND j.queue = ANY(o.n) AND j.run_at <= c.now AND @claim_tenant_open
             ORDER BY j.priority DESC, j.run_at, j.id
             LIMIT greatest(0, least(%(limit)s, r.lim - (
                       SELECT count(*) FROM ultimate_jobs_lease l
@@ -404,7 +415,7 @@ WITH clock AS MATERIALIZED (
            0 AS lapsed
       FROM ultimate_jobs_job j, clock c, open o
      WHERE j.state IN ('delayed', 'suspended') AND j.queue = ANY(o.n)
-       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL
+       AND j.run_at <= c.now AND j.concurrency_key IS NOT NULL AND @claim_tenant_open
      ORDER BY j.run_at, j.id
      LIMIT %(limit)s
        FOR UPDATE OF j SKIP LOCKED
@@ -564,9 +575,61 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
 -- name: job_enqueue
 -- Insert one job, or nothing when a LIVE job holds the same (name, tenant,
 -- key): the ON CONFLICT target spells the partial unique index's expression
--- exactly. A caller-allocated id that already exists (an outbox re-publish)
--- inserts nothing either. The row is delayed when due in the future.
--- The wake notification is sent only when a worker could act on it soon:
+-- exactly. A caller-allocated id (an outbox re-publish) that already exists
+-- inserts nothing either. The common case, a job without a key on an id the
+-- driver just drew from uuid7(), goes through job_enqueue_keyless: it cannot
+-- conflict on the live-key index nor meet its own id, and leaving out the
+-- clause and the probe spares it a speculative insertion (a lock and a WAL
+-- record more) and an index probe. The wake notification: see
+-- job_enqueue_answer.
+WITH inserted AS (
+    @job_enqueue_insert
+     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
+    @live_key_conflict
+    RETURNING id, run_id, queue, run_at, created_at
+)
+@job_enqueue_answer;
+
+
+-- name: job_enqueue_keyless
+-- job_enqueue for a job without an idempotency key on a fresh id.
+WITH inserted AS (
+    @job_enqueue_insert
+    RETURNING id, run_id, queue, run_at, created_at
+)
+@job_enqueue_answer;
+
+
+-- fragment: job_enqueue_insert
+-- The one row of job_enqueue, delayed when due in the future.
+INSERT INTO ultimate_jobs_job
+       (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
+        state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
+        concurrency_key, concurrency_limit)
+SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(key)s, %(run_id)s,
+       %(max_attempts)s, %(priority)s,
+       CASE WHEN due.run_at > due.now THEN 'delayed' ELSE 'ready' END,
+       due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, due.now, due.now,
+       %(concurrency_key)s, %(concurrency_limit)s
+  FROM (SELECT clock.now,
+               coalesce(%(run_at)s::timestamptz,
+                        clock.now + %(delay_ms)s * interval '1 millisecond') AS run_at
+          FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock) AS due
+
+
+-- fragment: live_key_conflict
+-- One LIVE job per (name, tenant, key): the target spells the partial unique
+-- index uj_job_live_key_uniq exactly.
+ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
+   WHERE state IN ('ready', 'delayed', 'running', 'suspended')
+     AND idempotency_key IS NOT NULL
+   DO NOTHING
+
+
+-- fragment: job_enqueue_answer
+-- The inserted row's ids and created_at (what enqueue answers as the job's
+-- enqueue time is what any later read of the row says), and whether the wake
+-- notification went out. It is sent only when a worker could act on it soon:
 -- the row is due within 1 s, and no other row of its queue created in the
 -- current 250 ms slot is still ready (a woken worker is coming for that one
 -- and passes again after it, so it finds this row too; a row already claimed
@@ -578,77 +641,78 @@ SELECT id, name, queue, input, idempotency_key, run_id, attempt, max_attempts,
 -- walking the whole backlog (tests/test_enqueue.py pins both cases). Postgres serialises the commits
 -- of notifying transactions, so staying silent when a woken worker will find
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
--- on rollback. The row's created_at comes back with its ids: what enqueue
--- answers as the job's enqueue time is what any later read of the row says.
-WITH due AS (
-    SELECT clock.now,
-           coalesce(%(run_at)s::timestamptz,
-                    clock.now + %(delay_ms)s * interval '1 millisecond') AS run_at
-      FROM (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock
-), inserted AS (
-    INSERT INTO ultimate_jobs_job
-           (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
-            concurrency_key, concurrency_limit)
-    SELECT %(id)s, %(name)s, %(queue)s, %(input)s::jsonb, %(key)s, %(run_id)s,
-           %(max_attempts)s, %(priority)s,
-           CASE WHEN due.run_at > due.now THEN 'delayed' ELSE 'ready' END,
-           due.run_at, %(tenant_id)s, %(enqueued_by)s, %(traceparent)s, due.now, due.now,
-           %(concurrency_key)s, %(concurrency_limit)s
-      FROM due
-     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job WHERE id = %(id)s)
-    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN ('ready', 'delayed', 'running', 'suspended')
-         AND idempotency_key IS NOT NULL
-       DO NOTHING
-    RETURNING id, run_id, queue, run_at, created_at
-), notified AS (
-    SELECT pg_notify('ultimate_jobs_wake', i.queue)
-      FROM inserted i
-     WHERE i.run_at <= i.created_at + interval '1 second'
-       AND coalesce((
-           SELECT o.created_at FROM ultimate_jobs_job o
-            WHERE o.queue = i.queue AND o.state = 'ready' AND o.created_at <= i.created_at
-            ORDER BY o.created_at DESC
-            LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM i.created_at) * 4) / 4)
-)
-SELECT id, run_id, (SELECT count(*) FROM notified) AS notified, created_at FROM inserted;
+-- on rollback. The check and the notification are one CASE on the returned
+-- row (a CTE and a count around them cost a tenth of the statement).
+SELECT i.id, i.run_id, i.created_at,
+       CASE WHEN i.run_at <= i.created_at + interval '1 second'
+             AND coalesce((
+                 SELECT o.created_at FROM ultimate_jobs_job o
+                  WHERE o.queue = i.queue AND o.state = 'ready' AND o.created_at <= i.created_at
+                  ORDER BY o.created_at DESC
+                  LIMIT 1), '-infinity') < date_bin('250 milliseconds', i.created_at, 'epoch')
+            THEN pg_notify('ultimate_jobs_wake', i.queue) IS NOT NULL
+            ELSE false END AS notified
+  FROM inserted i
 
 
 -- name: job_enqueue_many
 -- Insert many jobs in one round trip from one JSON array (one bind instead
--- of a dozen arrays). Same conflict rules as job_enqueue; rows that insert
--- nothing are resolved by job_live_holders. One notification per queue that
--- received a due row, under the same slot rule.
-WITH clock AS (
-    SELECT coalesce(%(now)s::timestamptz, now()) AS now
-), proposed AS (
-    SELECT r.*, coalesce(r.run_at, clock.now + r.delay_ms * interval '1 millisecond') AS due,
-           clock.now
-      FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
-               ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
-               run_id uuid, max_attempts int, priority int, run_at timestamptz,
-               delay_ms bigint, tenant_id text, enqueued_by text, traceparent text,
-               concurrency_key text, concurrency_limit int),
-           clock
-), inserted AS (
-    INSERT INTO ultimate_jobs_job
-           (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
-            concurrency_key, concurrency_limit)
-    SELECT p.id, p.name, p.queue, p.input, p.idempotency_key, p.run_id, p.max_attempts,
-           p.priority, CASE WHEN p.due > p.now THEN 'delayed' ELSE 'ready' END, p.due,
-           p.tenant_id, p.enqueued_by, p.traceparent, p.now, p.now,
-           p.concurrency_key, p.concurrency_limit
-      FROM proposed p
-     WHERE NOT EXISTS (SELECT 1 FROM ultimate_jobs_job x WHERE x.id = p.id)
-     ORDER BY p.ord
-    ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
-       WHERE state IN ('ready', 'delayed', 'running', 'suspended')
-         AND idempotency_key IS NOT NULL
-       DO NOTHING
+-- of a dozen arrays; psycopg dumps a list element by element in Python, a
+-- JSON text is one string). Same conflict rules as job_enqueue; rows that
+-- insert nothing are resolved by job_live_holders. A batch without any key
+-- goes through job_enqueue_many_keyless.
+WITH inserted AS (
+    @job_enqueue_many_insert
+    @live_key_conflict
     RETURNING id, queue, run_at, created_at
-), notified AS (
+)
+@job_enqueue_many_answer;
+
+
+-- name: job_enqueue_many_keyless
+-- job_enqueue_many for a batch in which no job has an idempotency key.
+WITH inserted AS (
+    @job_enqueue_many_insert
+    RETURNING id, queue, run_at, created_at
+)
+@job_enqueue_many_answer;
+
+
+-- fragment: job_enqueue_many_insert
+-- The rows of job_enqueue_many, in the order given (the first of two rows
+-- with one key wins). A row leaves out what it does not set: run_id is then
+-- its id, delay_ms 0, the rest null (a smaller JSON text to write and parse).
+-- Only a row with a caller-allocated id (caller_id) probes for an existing
+-- one: under an OR the probe stays a per-row subplan, run only for those,
+-- where NOT EXISTS alone became an anti-join that read the whole job table
+-- (a hash of every row) on every call.
+INSERT INTO ultimate_jobs_job
+       (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
+        state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
+        concurrency_key, concurrency_limit)
+SELECT p.id, p.name, p.queue, p.input, p.idempotency_key, coalesce(p.run_id, p.id),
+       p.max_attempts, p.priority, CASE WHEN p.due > p.now THEN 'delayed' ELSE 'ready' END,
+       p.due, p.tenant_id, p.enqueued_by, p.traceparent, p.now, p.now,
+       p.concurrency_key, p.concurrency_limit
+  FROM (SELECT r.*, clock.now,
+               coalesce(r.run_at,
+                        clock.now + coalesce(r.delay_ms, 0) * interval '1 millisecond') AS due
+          FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
+                   ord int, id uuid, name text, queue text, input jsonb,
+                   idempotency_key text, run_id uuid, max_attempts int, priority int,
+                   run_at timestamptz, delay_ms bigint, tenant_id text, enqueued_by text,
+                   traceparent text, caller_id boolean, concurrency_key text,
+                   concurrency_limit int),
+               (SELECT coalesce(%(now)s::timestamptz, now()) AS now) AS clock) AS p
+ WHERE p.caller_id IS NULL
+    OR NOT EXISTS (SELECT 1 FROM ultimate_jobs_job x WHERE x.id = p.id)
+ ORDER BY p.ord
+
+
+-- fragment: job_enqueue_many_answer
+-- The inserted ids, and one notification per queue that received a due row,
+-- under job_enqueue_answer's slot rule.
+, notified AS (
     SELECT pg_notify('ultimate_jobs_wake', q.queue)
       FROM (SELECT DISTINCT i.queue, i.created_at FROM inserted i
              WHERE i.run_at <= i.created_at + interval '1 second') AS q
@@ -656,9 +720,9 @@ WITH clock AS (
            SELECT o.created_at FROM ultimate_jobs_job o
             WHERE o.queue = q.queue AND o.state = 'ready' AND o.created_at <= q.created_at
             ORDER BY o.created_at DESC
-            LIMIT 1), '-infinity') < to_timestamp(floor(extract(epoch FROM q.created_at) * 4) / 4)
+            LIMIT 1), '-infinity') < date_bin('250 milliseconds', q.created_at, 'epoch')
 )
-SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted;
+SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted
 
 
 -- name: job_get
@@ -724,6 +788,19 @@ RETURNING j.id;
 SELECT (SELECT count(*) FROM moved) AS affected,
        (SELECT count(*) FROM eligible) - (SELECT count(*) FROM moved) AS remaining,
        (SELECT count(*) FROM woke)
+
+
+-- fragment: claim_tenant_open
+-- The claim's tenant filter. NULL-safe: "tenant_id <> ALL(...)" alone would
+-- drop every row without a tenant once any tenant is full. With nothing
+-- full ('{}' and true) it is true for every row and the scan is unchanged.
+-- With a tenant full, the ordered scan of the ready index reads past its
+-- rows (a heap fetch each: tenant_id is not in the index) to reach the next
+-- tenant's; 20,000 rows of one tenant at the head of a queue cost a claim a
+-- few milliseconds (bench figures in docs/howto/limits.md), paid only
+-- while that tenant is full in this process.
+(CASE WHEN j.tenant_id IS NULL THEN %(untenanted)s::bool
+      ELSE j.tenant_id <> ALL(%(skip)s::text[]) END)
 
 
 -- fragment: job_filter

@@ -1,0 +1,105 @@
+"""In-process limits through the real worker path (claim, admit, shed)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from django_ultimate_jobs.drivers.base import ClaimOptions
+from django_ultimate_jobs.worker.config import WorkerConfig
+from django_ultimate_jobs.worker.limits import LimitConfig
+from django_ultimate_jobs.worker.runner import Worker
+
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def tenanted(declare_jobs):
+    declare = declare_jobs("lim", "t.lim")
+
+    @declare(tenant=lambda input: input["t"])
+    def work(ctx, **input):
+        return None
+
+    return work
+
+
+@pytest.fixture
+def untenanted(declare_jobs):
+    @declare_jobs("lim", "t.lim")()
+    def bare(ctx):
+        return None
+
+    return bare
+
+
+def limited_worker(driver, **limits) -> Worker:
+    config = WorkerConfig.from_settings(queues=("lim",), limits=LimitConfig(**limits))
+    return Worker(config, driver=driver)
+
+
+def test_one_claim_takes_no_more_of_a_tenant_than_it_may_run(
+    pg_driver, tenanted, untenanted
+):
+    """A flood's rows beyond the tenant's room stay ready and unclaimed, and
+    the next claim skips the full tenant to reach the others' rows."""
+    flood = [tenanted.enqueue(t="a").id for _ in range(5)]
+    other = tenanted.enqueue(t="b").id
+    bare = untenanted.enqueue().id
+    worker = limited_worker(pg_driver, per_tenant=2)
+    first, _ = worker._claim(10)
+    taken = {a.claimed.id for a in first}
+    assert len(taken) == 2 and taken <= set(flood)
+    second, _ = worker._claim(10)
+    assert sorted(a.claimed.id for a in second) == sorted([other, bare])
+    assert worker._claim(10) == ([], [])  # a is full: its 3 rows are skipped
+    for job_id in set(flood) - taken:
+        row = pg_driver.get(job_id)
+        assert (row.state, row.attempt, row.claims) == ("ready", 0, 0)
+
+
+def test_a_lapsed_row_over_a_limit_is_shed_without_spending_its_attempt(
+    pg_driver, tenanted, clock, caplog
+):
+    """A re-taken lease of a full tenant goes back at once, attempt given
+    back, and runs later as attempt 1."""
+    enqueued = tenanted.enqueue(t="a")
+    options = ClaimOptions(
+        queues=["lim"], limit=1, worker_id="gone", visibility_ms=1_000
+    )
+    assert len(pg_driver.claim(options).claimed) == 1
+    clock.advance(seconds=2)
+    worker = limited_worker(pg_driver, per_tenant=1)
+    assert worker._limiter is not None
+    running = worker._limiter.try_acquire("lim", "a")  # another of a's runs
+    with caplog.at_level(logging.INFO, logger="django_ultimate_jobs"):
+        assert worker._claim(10) == ([], [])
+    (shed,) = [r for r in caplog.records if r.msg == "jobs.limits.shed"]
+    assert (shed.tenant, shed.blocked_by) == ("a", "tenant")
+    row = pg_driver.get(enqueued.id)
+    assert (row.state, row.attempt, row.run_at <= clock.now()) == ("ready", 0, True)
+    assert running is not None
+    running.release()
+    (execution,) = worker.tick()
+    assert execution.outcome == "completed"
+    assert pg_driver.get(enqueued.id).attempt == 1
+
+
+def test_a_queue_limited_to_zero_is_never_claimed(pg_driver, tenanted):
+    """Zero is a hard stop: the worker claims nothing from that queue."""
+    enqueued = tenanted.enqueue(t="a")
+    worker = limited_worker(pg_driver, queues={"lim": 0})
+    assert worker.tick() == []
+    assert pg_driver.get(enqueued.id).state == "ready"
+
+
+def test_limits_are_released_once_the_body_has_run(pg_driver, tenanted):
+    """A tenant's room comes back after its jobs ran: a backlog drains."""
+    ids = [tenanted.enqueue(t="a").id for _ in range(3)]
+    worker = limited_worker(pg_driver, per_tenant=1)
+    for _ in ids:
+        (execution,) = worker.tick()
+        assert execution.outcome == "completed"
+    assert worker._limiter is not None and worker._limiter.in_flight() == 0
+    assert {pg_driver.get(job_id).state for job_id in ids} == {"done"}
