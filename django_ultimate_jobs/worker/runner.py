@@ -366,15 +366,21 @@ class Worker:
             self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
-                if not claimed or self._capped or len(claimed) + len(buried) >= limit:
+                if (
+                    not claimed
+                    or self._capped
+                    or self._limiter is not None
+                    or len(claimed) + len(buried) >= limit
+                ):
                     continue
                 # A short claim took every row due now: the next one comes on
                 # a wake (an enqueue's NOTIFY, a settle freeing capacity) or
                 # the poll floor, not at once. The immediate empty claim held
                 # the GIL and a core while the slots started what this one
                 # claimed (half of an idle worker's claim -> handler time).
-                # Not for a capped worker: its claims are short by design
-                # (slots, a rotating key scan) and the next one finds more.
+                # Not for a capped or limited worker: its claims are short by
+                # design (fleet-wide slots, a rotating key scan, the limiter's
+                # room) and the next one finds more.
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
