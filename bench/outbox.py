@@ -23,6 +23,11 @@ both, and measures in one run:
     Beside it, the direct path: ``enqueue_many`` of 20,000 into ``jobs``,
     1,000 per call.
 
+(c) **the in-process relay** as a user meets it: a committed ``enqueue_many``
+    of 10,000 published by this process's relay thread (COMMIT until none
+    pending), and 10 threads each committing 200 single enqueues (enqueue
+    call until the job row is visible in ``jobs``, p50/p99).
+
 Prints a table and writes ``bench/results/outbox.json``. Targets (issue 13):
 (a) p50 ≤ 5 ms and p99 ≤ 15 ms; (b) ≥ 5,000 messages/s.
 """
@@ -51,6 +56,9 @@ RESULTS = ROOT / "bench" / "results" / "outbox.json"
 MESSAGES = 20_000
 COLD = 10
 CHUNK = 1_000
+BULK = 10_000
+THREADS = 10
+PER_THREAD = 200
 
 
 def setup(default_url: str, jobs_url: str) -> None:
@@ -187,6 +195,71 @@ def relay_throughput() -> dict[str, float]:
     return rates
 
 
+def in_process_relay(jobs_url: str) -> dict[str, float]:
+    """(c): this process's relay thread, woken by commits, as a user meets it.
+
+    ``enqueue_many`` of 10,000 in one committed transaction: seconds from the
+    COMMIT until nothing is pending. Then 10 threads, each committing one
+    enqueue per transaction (200 each): per message, staging (the enqueue
+    call) to the job row visible in ``jobs``, p50/p99.
+    """
+    import threading
+
+    import psycopg
+    from django.db import connections, transaction
+
+    from django_ultimate_jobs.outbox.relay import local_relay
+    from django_ultimate_jobs.outbox.store import OutboxStore
+    from tests.jobsapp.jobs import noop
+
+    store = OutboxStore("default")
+    for alias in ("default", "jobs"):
+        with connections[alias].cursor() as cursor:
+            cursor.execute("TRUNCATE ultimate_jobs_outbox, ultimate_jobs_job CASCADE")
+    with transaction.atomic():
+        noop.enqueue_many([{"n": n} for n in range(BULK)])
+        started = time.perf_counter()
+    while store.pending():
+        time.sleep(0.005)
+    bulk_s = time.perf_counter() - started
+
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        probe = psycopg.connect(jobs_url, autocommit=True)
+        try:
+            for _ in range(PER_THREAD):
+                begun = time.perf_counter()
+                with transaction.atomic():
+                    answer = noop.enqueue(n=1)
+                while (
+                    probe.execute(
+                        "SELECT 1 FROM ultimate_jobs_job WHERE id = %s", (answer.id,)
+                    ).fetchone()
+                    is None
+                ):
+                    time.sleep(0.0005)
+                with lock:
+                    latencies.append((time.perf_counter() - begun) * 1000)
+        finally:
+            probe.close()
+            connections.close_all()
+
+    threads = [threading.Thread(target=run) for _ in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    local_relay().stop()
+    return {
+        "bulk_10000_s": round(bulk_s, 3),
+        "bulk_per_s": round(BULK / bulk_s),
+        "threads_p50_ms": round(statistics.median(latencies), 2),
+        "threads_p99_ms": round(_percentile(latencies, 0.99), 2),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=500)
@@ -199,6 +272,7 @@ def main() -> None:
         setup(default_url, jobs_url)
         latency = commit_to_visible(jobs_url, args.count)
         throughput = relay_throughput()
+        inprocess = in_process_relay(jobs_url)
         from django.db import connections
 
         connections.close_all()
@@ -216,6 +290,12 @@ def main() -> None:
     print(f"relay throughput, {MESSAGES} messages (target >= 5,000/s)")
     for name, rate in throughput.items():
         print(f"  {name:22s} {rate:>8,} /s")
+    print(
+        f"in-process relay: committed enqueue_many of {BULK:,} published in "
+        f"{inprocess['bulk_10000_s']} s ({inprocess['bulk_per_s']:,}/s); "
+        f"{THREADS} threads, enqueue -> job visible p50 "
+        f"{inprocess['threads_p50_ms']} ms, p99 {inprocess['threads_p99_ms']} ms"
+    )
     RESULTS.write_text(
         json.dumps(
             {
@@ -224,6 +304,7 @@ def main() -> None:
                 "python": platform.python_version(),
                 "commit_to_visible": latency,
                 "throughput_per_s": throughput,
+                "in_process_relay": inprocess,
             },
             indent=2,
         )

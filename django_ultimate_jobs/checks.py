@@ -45,7 +45,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
 
 @checks.register(checks.Tags.compatibility)
 def check_outbox(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Jobs in another database than the callers' need the outbox.
+    """``OUTBOX_DATABASE`` is an alias; jobs in another database than the
+    callers' need the outbox.
 
     Without it, ``enqueue()`` inside ``transaction.atomic()`` on the
     callers' database inserts on another connection: the job survives the
@@ -55,6 +56,19 @@ def check_outbox(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
         settings = jobs_settings()
     except SettingsInvalid:
         return []  # reported by check_settings
+    if settings.outbox_database not in connections.settings:
+        # Looked at whatever the driver: the outbox table is a Django
+        # table, read by every relay (each runjobs runs one by default).
+        from .outbox.store import OUTBOX_DATABASE_FIX
+
+        return [
+            checks.Error(
+                f"ULTIMATE_JOBS['OUTBOX_DATABASE'] names {settings.outbox_database!r}, "
+                "which DATABASES does not define",
+                hint=OUTBOX_DATABASE_FIX,
+                id="ultimate_jobs.E005",
+            )
+        ]
     if settings.driver != "postgres" or settings.outbox:
         return []
     if settings.database == settings.outbox_database:

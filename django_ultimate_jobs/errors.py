@@ -276,13 +276,15 @@ class JobInputInvalid(JobsError):
 
 
 class OutboxNoTransaction(JobsError):
-    """``OUTBOX = "required"`` and an enqueue ran outside a transaction."""
+    """``OUTBOX = "required"`` and an enqueue ran outside a transaction
+    (``using(outbox=False)`` counts as outside one)."""
 
     code = "X_OUTBOX_NO_TX"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = (
-        "enqueue inside transaction.atomic() on the outbox database, or pass "
-        "using(outbox=False) for a deliberate direct enqueue"
+        "enqueue inside transaction.atomic(using=<OUTBOX_DATABASE>) without "
+        "using(outbox=False); for enqueues outside a transaction to insert "
+        "directly, set ULTIMATE_JOBS['OUTBOX'] = True"
     )
 
 
@@ -759,6 +761,17 @@ class LockLost(JobsError):
         "keep the block shorter than its ttl between renewals (renewals need "
         "the database), or raise ttl; write through fenced_update() so a lost "
         "holder's writes are refused"
+    )
+
+
+class LockNotFound(JobsError):
+    """``jobs leases --release``: no row is stored under that lock key."""
+
+    code = "X_LOCK_NOT_FOUND"
+    retry_class = RetryClass.NOT_IN_JOB
+    default_fix = (
+        "check the key: python manage.py jobs leases --prefix lock: lists the "
+        "stored locks (a released or swept lock has no row)"
     )
 
 

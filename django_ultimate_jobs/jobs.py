@@ -190,8 +190,9 @@ class JobHandle(Generic[R]):
             idempotency_key: a key for this call (wins over the declared one).
             outbox: ``True`` stages this enqueue in the outbox (published as
                 the job after the caller's commit) even when the outbox is
-                off; ``False`` inserts directly even when it is on (refused
-                with ``X_OUTBOX_NO_TX`` under ``OUTBOX = "required"``);
+                off; ``False`` inserts directly even when it is ``True``
+                (under ``OUTBOX = "required"`` it counts as no transaction
+                and is refused with ``X_OUTBOX_NO_TX``);
                 ``None`` follows ``ULTIMATE_JOBS["OUTBOX"]``.
 
         Raises:

@@ -7,6 +7,7 @@ action did not happen, so a caller can never mistake a refusal for success.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, replace
 from datetime import UTC, datetime, timedelta
@@ -36,6 +37,8 @@ from .errors import (
     JobNotRemovable,
     JobNotRequeueable,
     JobPageInvalid,
+    LockInvalid,
+    LockNotFound,
 )
 from .jobs import _check_name
 from .redaction import redact
@@ -43,6 +46,8 @@ from .registry import get_job
 from .retry import backoff_delay_ms
 from .states import FINISHED_STATES, PROMOTABLE_STATES, JobState
 from .validation import NAME_RULE, text_problem
+
+logger = logging.getLogger("django_ultimate_jobs")
 
 __all__ = [
     "DEFAULT_JOB_PAGE",
@@ -58,6 +63,7 @@ __all__ = [
     "pause_task",
     "promote",
     "promote_many",
+    "release_lock",
     "remove",
     "remove_many",
     "requeue_many",
@@ -396,7 +402,9 @@ def leases(*, prefix: str = "", limit: int = MAX_JOB_PAGE) -> list[dict[str, Any
     _check_limit(limit)
     if prefix and text_problem(prefix) is not None:
         raise JobPageInvalid(
-            f"the lease prefix {text_problem(prefix)}", meta={"filter": "prefix"}
+            f"the lease prefix {text_problem(prefix)}",
+            fix="pass a key prefix without NUL, such as lock: or job:, or none",
+            meta={"filter": "prefix"},
         )
     return [
         {
@@ -410,6 +418,57 @@ def leases(*, prefix: str = "", limit: int = MAX_JOB_PAGE) -> list[dict[str, Any
         }
         for r in get_driver().leases.records(prefix=prefix, limit=limit)
     ]
+
+
+def release_lock(key: str) -> dict[str, Any]:
+    """Force-release a stuck lock: delete the rows of lease key ``key``.
+
+    ``key`` as :func:`leases` lists it (``lock:invoice:42``). The lock is
+    free at once. Its old holder is not told: if it is still running, it
+    loses the lock at its next renewal, and its fenced writes are refused
+    once the next holder has written (the next grant's token is greater).
+    Only ``lock:`` rows: job slots and the leader lease come back by their
+    ttl.
+
+    Returns:
+        ``{"key", "released"}``: the rows deleted (``slot``, ``holder``,
+        ``token``, ``expires_at``, ``expired``).
+
+    Raises:
+        LockInvalid: ``key`` is not a ``lock:`` key (before any statement).
+        LockNotFound: no row is stored under ``key``.
+    """
+    problem = text_problem(key)
+    if problem is not None or not key.startswith("lock:") or key == "lock:":
+        raise LockInvalid(
+            f"the key to release {problem or 'is not a lock key (lock:...)'}",
+            fix="pass the key as jobs leases lists it, e.g. lock:invoice:42 "
+            "(job slots and the leader lease are freed by their ttl)",
+            meta={"key": key if problem is None else None},
+        )
+    released = get_driver().leases.evict(key)
+    if not released:
+        raise LockNotFound(
+            "no row is stored under that lock key: nothing to release",
+            meta={"key": key},
+        )
+    logger.warning(
+        "jobs.lock.force-released",
+        extra={"key": key, "holder": released[0].holder, "token": released[0].fence},
+    )
+    return {
+        "key": key,
+        "released": [
+            {
+                "slot": r.slot,
+                "holder": r.holder,
+                "token": r.fence,
+                "expires_at": r.expires_at.isoformat(),
+                "expired": r.expired,
+            }
+            for r in released
+        ],
+    }
 
 
 def _lease_kind(key: str) -> str:

@@ -10,7 +10,9 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
-from django_ultimate_jobs import operator
+from django_ultimate_jobs import fenced_update, operator
+from django_ultimate_jobs.errors import JobsError
+from tests.jobsapp.models import Invoice
 
 pytestmark = pytest.mark.postgres
 
@@ -86,3 +88,63 @@ def test_the_admin_page_needs_view_job(client, db, held):
     user.user_permissions.add(Permission.objects.get(codename="view_job"))
     client.force_login(User.objects.get(pk=user.pk))
     assert client.get(reverse(PAGE)).status_code == 200
+
+
+def test_a_refused_prefix_says_its_own_fix_and_not_no_leases(admin_client, held):
+    with pytest.raises(JobsError) as refused:
+        operator.leases(prefix="a\x00")
+    assert "prefix" in refused.value.fix and "cursor" not in refused.value.fix
+    page = admin_client.get(reverse(PAGE), {"prefix": "a\x00"})
+    assert "NUL" in page.text and "No leases" not in page.text
+
+
+def test_release_deletes_a_stuck_lock_and_its_holder_stays_fenced(held, pg_driver):
+    """jobs leases --release: the key is free, the old token is still refused."""
+    stuck, _, _ = held
+    invoice = Invoice.objects.create()
+    rows = Invoice.objects.filter(pk=invoice.pk)
+    assert fenced_update(rows, stuck.fence, status="stuck") == 1
+    out = StringIO()
+    call_command("jobs", "leases", "--release", "lock:invoice:42", stdout=out)
+    assert f"released lock:invoice:42 #0 holder=host:1:abc token={stuck.fence}" in (
+        out.getvalue()
+    )
+    assert [r["key"] for r in operator.leases(prefix="lock:")] == []
+    assert not pg_driver.leases.renew(stuck, 30_000)  # the old holder lost it
+    taken = pg_driver.leases.acquire("lock:invoice:42", 1, 30_000, "next")
+    assert taken is not None and taken.fence > stuck.fence
+    assert fenced_update(rows, taken.fence, status="next") == 1
+    with pytest.raises(JobsError) as stale:
+        fenced_update(rows, stuck.fence, status="stuck-again")
+    assert stale.value.code == "X_LOCK_TOKEN_STALE"
+
+
+@pytest.mark.parametrize(
+    ("key", "code"),
+    [
+        ("job:billing.sync", "X_LOCK_INVALID"),
+        ("ultimate_jobs:scheduler", "X_LOCK_INVALID"),
+        ("lock:", "X_LOCK_INVALID"),
+        ("lock:a\x00", "X_LOCK_INVALID"),
+        ("lock:nobody", "X_LOCK_NOT_FOUND"),
+    ],
+)
+def test_release_refuses_what_is_not_a_stored_lock(held, key, code):
+    before = operator.leases()
+    with pytest.raises(JobsError) as refused:
+        operator.release_lock(key)
+    assert refused.value.code == code
+    assert operator.leases() == before
+    with pytest.raises(CommandError, match=code):
+        call_command("jobs", "leases", "--release", key, stdout=StringIO())
+
+
+def test_the_command_says_when_its_output_was_cut_at_the_limit(held):
+    out, err = StringIO(), StringIO()
+    call_command("jobs", "leases", "--limit", "2", stdout=out)
+    assert "the first 2 rows by key: more may be stored" in out.getvalue()
+    call_command("jobs", "leases", "--limit", "2", "--json", stdout=out, stderr=err)
+    assert "the first 2 rows" in err.getvalue()
+    whole = StringIO()
+    call_command("jobs", "leases", stdout=whole)
+    assert "more may be stored" not in whole.getvalue()

@@ -21,6 +21,30 @@ from django_ultimate_jobs.models import Lease
 from tests.jobsapp.models import Invoice
 from tests.support.waiting import wait_until
 
+
+def refused_elsewhere(key: str, **options) -> JobsError:
+    """The error another thread of this process gets taking ``key``."""
+    from django.db import connections
+
+    errors: list[BaseException] = []
+
+    def attempt() -> None:
+        try:
+            with lock(key, **options):
+                pass  # pragma: no cover - never entered
+        except BaseException as error:  # reported below
+            errors.append(error)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=attempt)
+    thread.start()
+    thread.join(30)
+    (error,) = errors
+    assert isinstance(error, JobsError), error
+    return error
+
+
 # -- the memory driver: the semantics, no database ----------------------------------
 
 
@@ -36,12 +60,10 @@ def test_a_held_lock_refuses_a_second_holder_naming_the_first(memory):
     driver, _ = memory
     with lock("invoice:1", ttl="30s", driver=driver) as held:
         assert held.token >= 1 and not held.lost
-        with pytest.raises(JobsError) as refused:
-            with lock("invoice:1", ttl="30s", wait=0, driver=driver):
-                pass  # pragma: no cover - never entered
-        assert refused.value.code == "X_LOCK_NOT_ACQUIRED"
-        assert refused.value.meta["holder"] == held.holder
-        assert held.holder in refused.value.cause
+        refused = refused_elsewhere("invoice:1", ttl="30s", wait=0, driver=driver)
+        assert refused.code == "X_LOCK_NOT_ACQUIRED"
+        assert refused.meta["holder"] == held.holder
+        assert held.holder in refused.cause
         assert driver.leases.holders("lock:invoice:1") == [held.holder]
     assert driver.leases.holders("lock:invoice:1") == []
     with lock("invoice:1", ttl="30s", wait=0, driver=driver) as again:
@@ -217,10 +239,8 @@ def test_renewal_keeps_a_lock_held_past_its_ttl(committed_pg_driver):
         started = time.monotonic()
         # Three ttls: without renewals the row would have lapsed twice over.
         wait_until(lambda: time.monotonic() - started > 3, 10)
-        with pytest.raises(JobsError) as refused:
-            with lock("renewed", ttl="1s", wait=0):
-                pass  # pragma: no cover - never entered
-        assert refused.value.code == "X_LOCK_NOT_ACQUIRED"
+        refused = refused_elsewhere("renewed", ttl="1s", wait=0)
+        assert refused.code == "X_LOCK_NOT_ACQUIRED"
         row = Lease.objects.get(lease_key="lock:renewed")
         assert (row.holder, row.fence) == (held.holder, held.token)
         assert row.expires_at > first.expires_at + timedelta(seconds=2)
@@ -362,10 +382,321 @@ def test_a_lock_taken_inside_a_transaction_is_seen_at_once_and_outlives_a_rollba
     try:
         assert seen == [[held.holder]]
         assert committed_pg_driver.leases.holders("lock:in-atomic") == [held.holder]
-        with pytest.raises(JobsError) as refused:
-            with lock("in-atomic", ttl="30s", wait=0):
-                pass  # pragma: no cover - never entered
-        assert refused.value.code == "X_LOCK_NOT_ACQUIRED"
+        refused = refused_elsewhere("in-atomic", ttl="30s", wait=0)
+        assert refused.code == "X_LOCK_NOT_ACQUIRED"
     finally:
         outer.__exit__(None, None, None)
     assert committed_pg_driver.leases.holders("lock:in-atomic") == []
+
+
+# -- what a reviewer met using it from the docs --------------------------------------
+
+
+def lost_in_memory(driver, clock, key: str):
+    """Enter ``key`` and lapse it (the store's clock); answer the entered lock."""
+    entered = lock(key, ttl="1s", driver=driver)
+    held = entered.__enter__()
+    clock.advance(seconds=1)
+    assert held.cancellation.wait(10), "the next renewal is refused"
+    return entered, held
+
+
+def test_cancellation_wait_waits_its_full_timeout_while_the_lock_is_held(memory):
+    """Renewals (every ttl / 3) and the ttl deadline do not cut the wait short."""
+    driver, _ = memory
+    with lock("full-wait", ttl="1s", driver=driver) as held:
+        started = time.monotonic()
+        assert held.cancellation.wait(1.6) is False
+        waited = time.monotonic() - started
+        assert not held.lost
+    assert waited >= 1.55, f"returned after {waited:.2f}s of 1.6s"
+
+
+@pytest.mark.parametrize("kind", ["generator", "async generator"])
+def test_generator_functions_are_refused_at_decoration(kind):
+    """A generator's body runs after the call returns: the lock would not cover it."""
+    with pytest.raises(JobsError) as refused:
+        if kind == "generator":
+
+            @lock("gen", ttl="30s")
+            def rows():
+                yield 1
+
+        else:
+
+            @lock("gen", ttl="30s")
+            async def rows():
+                yield 1
+
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert f"not {kind} functions" in refused.value.cause
+
+
+def test_a_lost_lock_lets_the_next_thread_of_this_process_take_the_key(memory):
+    """The in-process gate passes on when its owner's lock is lost."""
+    driver, clock = memory
+    entered, held = lost_in_memory(driver, clock, "lost-gate")
+    try:
+        taken: list[int] = []
+        errors: list[BaseException] = []
+
+        def next_thread() -> None:
+            try:
+                with lock("lost-gate", ttl="1s", wait="3s", driver=driver) as again:
+                    taken.append(again.token)
+            except BaseException as error:  # reported below
+                errors.append(error)
+
+        started = time.monotonic()
+        thread = threading.Thread(target=next_thread)
+        thread.start()
+        thread.join(10)
+        assert errors == [] and taken and taken[0] > held.token
+        assert time.monotonic() - started < 1.5, "waited for the lost holder"
+    finally:
+        with pytest.raises(JobsError) as lost:
+            entered.__exit__(None, None, None)
+    assert lost.value.code == "X_LOCK_LOST"
+    assert driver.leases.records() == []
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("k:{}", "positional field"),
+        ("k:{0}", "positional field"),
+        ("k:{x", "not a valid str.format template"),
+        ("k:{missing}", "no parameter for"),
+    ],
+)
+def test_bad_decorator_templates_are_refused_at_decoration(template, why):
+    with pytest.raises(JobsError) as refused:
+
+        @lock(template, ttl="30s")
+        def work(x: int) -> None: ...
+
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert why in refused.value.cause
+    assert "{invoice_id}" in refused.value.fix
+
+
+def test_a_template_without_fields_is_one_fixed_key(memory):
+    driver, _ = memory
+    seen: list[list[dict]] = []
+
+    @lock("nightly-{{report}}", ttl="30s", driver=driver)
+    def report(day: str) -> None:
+        seen.append([(r.key, r.holder) for r in driver.leases.records()])
+
+    report("mon")
+    report("tue")
+    assert [[key for key, _ in rows] for rows in seen] == [
+        ["lock:nightly-{report}"],
+        ["lock:nightly-{report}"],
+    ]
+
+
+def test_a_template_field_the_arguments_cannot_fill_is_coded(memory):
+    driver, _ = memory
+
+    @lock("invoice:{invoice.missing}", ttl="30s", driver=driver)
+    def send(invoice: int) -> None: ...
+
+    with pytest.raises(JobsError) as refused:
+        send(7)
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert driver.leases.records() == []
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit, GeneratorExit])
+def test_a_base_exception_leaving_a_lost_block_propagates_unchanged(
+    memory, caplog, interrupt
+):
+    """Ctrl-C or sys.exit() in a lost block is not turned into an Exception."""
+    driver, clock = memory
+    with pytest.raises(interrupt):
+        with lock("interrupted", ttl="1s", driver=driver) as held:
+            clock.advance(seconds=1)
+            assert held.cancellation.wait(10)
+            raise interrupt()
+    (logged,) = [
+        record
+        for record in caplog.records
+        if record.getMessage() == "jobs.lock.lost" and interrupt.__name__ in record.why
+    ]
+    assert logged.holder == held.holder
+
+    def lapse_then_interrupt() -> None:
+        clock.advance(seconds=1)
+        wait_until(lambda: driver.leases.holders("lock:interrupted-fn") == [], 5)
+        raise interrupt()
+
+    decorated = lock("interrupted-fn", ttl="1s", driver=driver)(lapse_then_interrupt)
+    with pytest.raises(interrupt):
+        decorated()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("token", "values", "why"),
+    [
+        (2**63, {"status": "x"}, "at most 2**63 - 1"),
+        (5, {"status": "x", "field": "status"}, "not an integer column"),
+        (5, {"status": "x", "lock_token": 9}, "must not set it"),
+        (5, {"nope": 1}, "no field 'nope'"),
+    ],
+)
+def test_fenced_update_refuses_what_it_cannot_write_before_writing(
+    committed_pg_driver, token, values, why
+):
+    rows = Invoice.objects.filter(pk=Invoice.objects.create().pk)
+    with pytest.raises(JobsError) as refused:
+        fenced_update(rows, token, **values)
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert why in refused.value.cause
+    assert rows.values_list("status", "lock_token").get() == ("draft", None)
+    assert fenced_update(Invoice.objects.filter(pk=-1), 5, status="x") == 0
+
+
+def test_a_driver_that_is_not_a_driver_is_refused_at_the_call():
+    with pytest.raises(JobsError) as refused:
+        lock("x", ttl="5s", driver="nope")  # type: ignore[arg-type]
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert "driver must be a jobs driver, not str" in refused.value.cause
+
+
+def test_each_refusal_says_its_own_cause_and_fix(memory):
+    driver, _ = memory
+    from django_ultimate_jobs.errors import LockInvalid
+
+    refusals: dict[str, JobsError] = {}
+    for name, make in {
+        "blank key": lambda: lock("", ttl="30s", driver=driver),
+        "key type": lambda: lock(42, ttl="30s"),  # type: ignore[arg-type]
+        "short ttl": lambda: lock("k", ttl="500ms"),
+        "bad ttl": lambda: lock("k", ttl="soon"),
+        "bad wait": lambda: lock("k", ttl="30s", wait="0"),
+        "driver": lambda: lock("k", ttl="30s", driver="nope"),  # type: ignore[arg-type]
+        "token": lambda: fenced_update(Invoice.objects.none(), 0),
+    }.items():
+        with pytest.raises(JobsError) as refused:
+            make()
+        assert refused.value.code == "X_LOCK_INVALID", name
+        refusals[name] = refused.value
+    assert "template" not in refusals["blank key"].cause
+    assert "'0s'" in refusals["bad wait"].fix
+    fixes = [error.fix for error in refusals.values()]
+    assert LockInvalid.default_fix not in fixes
+    assert len(set(fixes)) == len(fixes)
+
+
+def test_taking_a_lock_this_thread_holds_is_refused_at_once(memory):
+    driver, _ = memory
+    with lock("again", ttl="30s", driver=driver) as held:
+        started = time.monotonic()
+        with pytest.raises(JobsError) as refused:
+            with lock("again", ttl="30s", wait="5s", driver=driver):
+                pass  # pragma: no cover - never entered
+        assert time.monotonic() - started < 1
+        with lock("again:other", ttl="30s", wait=0, driver=driver):
+            pass  # another key nests fine
+    assert refused.value.code == "X_LOCK_INVALID"
+    assert "not re-entrant" in refused.value.cause
+    assert refused.value.meta["holder"] == held.holder
+    assert driver.leases.records() == []
+
+
+def test_a_forked_child_leaving_its_parents_lock_fails_fast(memory):
+    """A lock belongs to the process that took it: the child gets X_LOCK_LOST at once."""
+    import os
+    import warnings
+
+    driver, _ = memory
+    entered = lock("forked", ttl="30s", driver=driver)
+    held = entered.__enter__()
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        answer = "none"
+        started = time.monotonic()
+        try:
+            entered.__exit__(None, None, None)
+        except JobsError as error:
+            answer = f"{error.code}|{'fork' in error.cause}"
+        finally:
+            took = time.monotonic() - started
+            os.write(write, f"{answer}|{took:.2f}".encode())
+            os._exit(0)
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            code, says_fork, took = pipe.read().split("|")
+        os.waitpid(pid, 0)
+        assert (code, says_fork) == ("X_LOCK_LOST", "True")
+        assert float(took) < 1, f"the child took {took}s to leave"
+        assert driver.leases.holders("lock:forked") == [held.holder]
+        assert not held.lost
+    finally:
+        entered.__exit__(None, None, None)
+    assert driver.leases.records() == []
+
+
+def test_a_release_the_store_does_not_answer_logs_one_line(memory, caplog, monkeypatch):
+    """An expected failure (the keeper timed out) is one line, no traceback."""
+    import importlib
+
+    lock_module = importlib.import_module("django_ultimate_jobs.locks.lock")
+    driver, _ = memory
+    monkeypatch.setattr(lock_module, "RELEASE_TIMEOUT_S", 0.2)
+    entered = lock("stuck-release", ttl="30s", driver=driver)
+    entered.__enter__()
+    with driver._lock:  # the store does not answer
+        entered.__exit__(None, None, None)
+    (logged,) = [
+        r for r in caplog.records if r.getMessage() == "jobs.lock.release-failed"
+    ]
+    assert logged.exc_info is None and "CallTimedOut" in logged.error
+    wait_until(lambda: driver.leases.records() == [], 5)  # it landed later
+
+
+def test_leaving_twice_or_without_entering_is_coded(memory):
+    driver, _ = memory
+    never = lock("never", ttl="30s", driver=driver)
+    with pytest.raises(JobsError) as refused:
+        never.__exit__(None, None, None)
+    assert refused.value.code == "X_LOCK_INVALID"
+    twice = lock("twice", ttl="30s", driver=driver)
+    with twice:
+        pass
+    with pytest.raises(JobsError) as again:
+        twice.__exit__(None, None, None)
+    assert again.value.code == "X_LOCK_INVALID" and "left" in again.value.cause
+
+
+def test_async_with_is_refused_with_a_code(memory):
+    import asyncio
+
+    driver, _ = memory
+
+    async def use() -> None:
+        async with lock("async", ttl="30s", driver=driver):  # type: ignore[attr-defined]
+            pass  # pragma: no cover - never entered
+
+    with pytest.raises(JobsError) as refused:
+        asyncio.run(use())
+    assert (
+        refused.value.code == "X_LOCK_INVALID" and "async with" in refused.value.cause
+    )
+
+
+@pytest.mark.parametrize("wait", ["0s", "0ms", 0])
+def test_a_zero_wait_tries_once_in_any_duration_form(memory, wait):
+    driver, _ = memory
+    with lock("zero", ttl="30s", driver=driver):
+        started = time.monotonic()
+        refused = refused_elsewhere("zero", ttl="30s", wait=wait, driver=driver)
+        assert refused.code == "X_LOCK_NOT_ACQUIRED"
+        assert time.monotonic() - started < 1

@@ -7,15 +7,25 @@ tests/acceptance/test_outbox.py; these pin what a single-database user
 
 from __future__ import annotations
 
+import json
+import logging
 from importlib.util import find_spec
+from io import StringIO
 from uuid import UUID
 
 import pytest
 from django.core import checks
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection, transaction
 from django.test import override_settings
 
-from django_ultimate_jobs.errors import JobInputInvalid, OutboxNoTransaction
+from django_ultimate_jobs.errors import (
+    JobInputInvalid,
+    JobsTablesMissing,
+    OutboxNoTransaction,
+    SettingsInvalid,
+)
 from django_ultimate_jobs.maintenance.retention import sweep_target
 from django_ultimate_jobs.models import Job, OutboxMessage
 from django_ultimate_jobs.outbox.relay import OutboxRelay, install_local_relay
@@ -288,3 +298,165 @@ def test_an_idle_relay_thread_lets_its_connections_go_and_wakes_again(relay):
     with transaction.atomic():
         second = noop.enqueue(n=2)
     wait_until(lambda: published(second.id), 10)
+
+
+# -- review fixes: what a user met from the docs ---------------------------------
+
+
+@override_settings(ULTIMATE_JOBS=REQUIRED)
+def test_required_says_which_case_refused_the_enqueue(db):
+    # pytest-django's test transaction: a transaction is open here.
+    with pytest.raises(OutboxNoTransaction) as passed:
+        noop.using(outbox=False).enqueue(n=1)
+    assert "using(outbox=False) was passed" in passed.value.cause
+    assert "OUTBOX'] = True" in passed.value.fix
+    assert "outbox=False) for a" not in passed.value.fix  # no direct enqueue promised
+    assert not OutboxMessage.objects.exists() and not Job.objects.exists()
+
+
+@override_settings(ULTIMATE_JOBS=REQUIRED)
+def test_required_outside_a_transaction_names_the_database(committed_pg_driver):
+    with pytest.raises(OutboxNoTransaction) as refused:
+        noop.enqueue(n=1)
+    assert "no transaction is open on 'default'" in refused.value.cause
+
+
+BAD_ALIAS = {"QUEUES": ["default"], "OUTBOX": True, "OUTBOX_DATABASE": "nope"}
+
+
+def test_an_unknown_outbox_database_fails_the_check_and_every_use(db):
+    with override_settings(ULTIMATE_JOBS=BAD_ALIAS):
+        (error,) = [m for m in checks.run_checks() if m.id == "ultimate_jobs.E005"]
+        assert "'nope'" in error.msg and "OUTBOX_DATABASE" in error.hint
+        with pytest.raises(SettingsInvalid) as refused:
+            noop.enqueue(n=1)
+        assert refused.value.code == "X_SETTINGS_INVALID"
+        assert "'nope'" in refused.value.cause
+        with pytest.raises(CommandError, match="X_SETTINGS_INVALID"):
+            call_command("runjobs", "--relay-only", "--burst")
+    assert not [m for m in checks.run_checks() if m.id == "ultimate_jobs.E005"]
+
+
+def test_a_missing_outbox_table_is_coded_at_enqueue(pg_driver):
+    with pytest.raises(JobsTablesMissing) as missing, transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE ultimate_jobs_outbox")
+        noop.using(outbox=True).enqueue(n=1)
+    assert missing.value.code == "X_JOBS_TABLES_MISSING"
+    assert "ultimate_jobs_outbox" in missing.value.cause
+    assert "migrate ultimate_jobs" in missing.value.fix
+
+
+@override_settings(ULTIMATE_JOBS={**ON, "IDLE_POLL_MAX": "100ms"})
+def test_a_relay_without_its_table_logs_once_and_recovers(committed_pg_driver, caplog):
+    caplog.set_level(logging.DEBUG, logger="django_ultimate_jobs")
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE ultimate_jobs_outbox RENAME TO uj_outbox_away")
+    relay = OutboxRelay(poll=True)
+    previous = install_local_relay(relay)
+    try:
+        relay.start()
+        wait_until(lambda: relay.passes >= 4, 15, message="the relay kept passing")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE uj_outbox_away RENAME TO ultimate_jobs_outbox")
+    try:
+        failed = [
+            r
+            for r in caplog.records
+            if r.getMessage() == "jobs.outbox.tick-failed"
+            and r.levelno >= logging.ERROR
+        ]
+        assert len(failed) == 1, failed
+        assert failed[0].code == "X_JOBS_TABLES_MISSING"
+        assert failed[0].exc_info is None  # a coded error: no traceback
+        with transaction.atomic():
+            answer = noop.enqueue(n=1)
+        wait_until(lambda: published(answer.id), 15, message="published after")
+        assert relay.published == 1
+        assert any(
+            r.getMessage() == "jobs.outbox.tick-recovered" for r in caplog.records
+        )
+    finally:
+        relay.stop()
+        install_local_relay(previous)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--no-relay"],
+        ["--queues", "default"],
+        ["--concurrency", "4"],
+        ["--processes", "2"],
+        ["--max-jobs-per-process", "5"],
+    ],
+)
+def test_relay_only_refuses_options_it_would_ignore(db, extra):
+    with pytest.raises(CommandError, match="X_SETTINGS_INVALID"):
+        call_command("runjobs", "--relay-only", *extra)
+
+
+def test_relay_only_burst_publishes_what_is_pending_and_exits(pg_driver):
+    answers = noop.using(outbox=True).enqueue_many([{"n": i} for i in range(3)])
+    out = StringIO()
+    call_command("runjobs", "--relay-only", "--burst", stdout=out)
+    assert "published 3 outbox messages" in out.getvalue()
+    assert set(Job.objects.values_list("id", flat=True)) == {a.id for a in answers}
+    assert not OutboxMessage.objects.filter(published_at=None).exists()
+
+
+def test_a_finishing_relay_hands_its_claims_back(pg_driver):
+    answer = noop.using(outbox=True).enqueue(n=1)
+    relay = OutboxRelay()
+    assert len(relay.store.claim(relay.token, limit=10, lease_ms=30_000)) == 1
+    relay.finish(0.1)
+    message = OutboxMessage.objects.get(id=answer.id)
+    assert (message.claimed_by, message.claimed_at) == (None, None)
+    assert relay.stopped
+    # The next relay takes it now, not after the claim lease.
+    assert publish_outbox() == 1
+
+
+def test_jobs_outbox_lists_and_discards_a_message_that_cannot_publish(
+    pg_driver, admin_client
+):
+    bad, held = noop.using(outbox=True).enqueue_many([{"n": 1}, {"n": 2}])
+    OutboxMessage.objects.filter(id=bad.id).update(priority=500)
+    assert publish_outbox() == 0  # the poisoned message holds the other one
+    out = StringIO()
+    call_command("jobs", "outbox", "--json", stdout=out)
+    listed = json.loads(out.getvalue())
+    assert listed["pending"] == 2
+    first = listed["messages"][0]
+    assert first["id"] == str(bad.id) and first["status"] == "failed"
+    assert "uj_job_priority_range" in first["last_error"]
+    out = StringIO()
+    call_command("jobs", "outbox-discard", str(bad.id), stdout=out)
+    assert f"discarded {bad.id}" in out.getvalue()
+    assert publish_outbox() == 1
+    assert list(Job.objects.values_list("id", flat=True)) == [held.id]
+    with pytest.raises(CommandError, match="X_JOB_NOT_FOUND"):
+        call_command("jobs", "outbox-discard", str(held.id))  # published
+    with pytest.raises(CommandError, match="X_JOB_INPUT_INVALID"):
+        call_command("jobs", "outbox-discard", "not-a-uuid")
+
+
+def test_the_admin_shows_a_lapsed_claim(admin_client, pg_driver):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    answer = noop.using(outbox=True).enqueue(n=1)
+    OutboxMessage.objects.filter(id=answer.id).update(
+        claimed_by="relay:gone", claimed_at=timezone.now() - timedelta(minutes=5)
+    )
+    page = admin_client.get("/admin/ultimate_jobs/outboxmessage/").content.decode()
+    assert "claim lapsed" in page
+
+
+def test_an_input_direct_enqueue_takes_goes_through_the_outbox_unchanged(pg_driver):
+    big = "x" * 3_000_000  # no library limit on the direct path: none here either
+    answer = noop.using(outbox=True).enqueue(n=1, note=big)
+    assert publish_outbox() == 1
+    assert Job.objects.get(id=answer.id).input == {"n": 1, "note": big}

@@ -19,6 +19,7 @@ from django_ultimate_jobs.drivers.base import ClaimOptions
 from django_ultimate_jobs.drivers.sql import query
 from django_ultimate_jobs.errors import JobInputInvalid, SettingsInvalid
 from django_ultimate_jobs.maintenance.builtin import retention
+from django_ultimate_jobs.maintenance.retention import sweep_target
 from django_ultimate_jobs.models import Event, Job, JobCounter, Step
 from django_ultimate_jobs.testing import run_jobs
 
@@ -78,6 +79,7 @@ def test_finished_jobs_past_their_window_go_with_their_steps(pg_driver):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     assert ids_left() == {young_done, young_failed, *live}
     assert set(Step.objects.values_list("run_id", flat=True)) == {young_done}
@@ -97,6 +99,7 @@ def test_windows_follow_the_retention_setting(pg_driver, settings):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     assert ids_left() == kept
 
@@ -170,9 +173,18 @@ def test_the_retention_job_sweeps_each_target_as_a_step(pg_driver):
         "events": 0,
         "counters": 0,
         "outbox": 0,
+        "locks": 0,
     }
     steps = Step.objects.filter(run_id=enqueued.run_id).values_list("name", flat=True)
-    assert sorted(steps) == ["clock", "counters", "done", "events", "failed", "outbox"]
+    assert sorted(steps) == [
+        "clock",
+        "counters",
+        "done",
+        "events",
+        "failed",
+        "locks",
+        "outbox",
+    ]
 
 
 def test_the_memory_driver_sweeps_the_same_rows(memory_driver_with_clock):
@@ -247,3 +259,51 @@ def test_an_open_batch_never_blocks_the_claim():
         with connection.cursor() as cursor:
             cursor.execute("RESET lock_timeout")
         set_driver(previous)
+
+
+def lease_rows(driver, clock) -> None:
+    """Lock rows lapsed 2 h ago, 10 min ago, and live; a job slot and the
+    leader lease lapsed 2 h ago (never swept)."""
+    leases = driver.leases
+    assert clock.now() == NOW
+    leases.acquire("lock:invoice:1", 1, 1_000, "gone")
+    leases.acquire("job:billing.sync", 2, 1_000, "w1:a")
+    driver.leader_acquire("ultimate_jobs:scheduler", "scheduler-x", ttl_ms=1_000)
+    clock.set(SWEEP - timedelta(minutes=10, seconds=1))
+    leases.acquire("lock:invoice:2", 1, 1_000, "recent")
+    clock.set(SWEEP)
+    leases.acquire("lock:invoice:3", 1, 30_000, "live")
+
+
+SWEEP = NOW + timedelta(hours=2, seconds=1)
+LEFT_AFTER_SWEEP = [
+    "job:billing.sync",
+    "lock:invoice:2",
+    "lock:invoice:3",
+    "ultimate_jobs:scheduler",
+]
+
+
+def test_lock_rows_lapsed_an_hour_ago_are_swept_and_nothing_else(pg_driver, clock):
+    """One row per invoice:{id} ever locked does not pile up; slots stay."""
+    lease_rows(pg_driver, clock)
+    assert sweep_target("locks", SWEEP, batch=1) == {"locks": 1}
+    assert [r.key for r in pg_driver.leases.records()] == LEFT_AFTER_SWEEP
+    assert sweep_retention(SWEEP)["locks"] == 0
+
+
+def test_the_memory_driver_sweeps_the_same_lock_rows():
+    from django_ultimate_jobs.clock import ManualClock
+    from django_ultimate_jobs.drivers import set_driver
+    from django_ultimate_jobs.drivers.memory import MemoryDriver
+
+    clock = ManualClock(NOW)
+    driver = MemoryDriver(clock=clock)
+    previous = set_driver(driver)
+    try:
+        lease_rows(driver, clock)
+        assert sweep_retention(SWEEP)["locks"] == 1
+        assert [r.key for r in driver.leases.records()] == LEFT_AFTER_SWEEP
+    finally:
+        set_driver(previous)
+        driver.close()

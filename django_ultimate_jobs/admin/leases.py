@@ -29,7 +29,7 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
         rows = operator.leases(prefix=prefix)
         refusal = None
     except JobsError as error:
-        rows, refusal = [], error.cause
+        rows, refusal = [], f"{error.cause} ({error.fix})"
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,

@@ -1,4 +1,6 @@
-"""Outbox messages: a read-only list (pending, claimed, published, failed).
+"""Outbox messages: a read-only list (pending, claimed, claim lapsed,
+published, failed). A message that can never be published is discarded with
+``manage.py jobs outbox-discard <id>``.
 
 Messages are written by the enqueue and retired by the relay only; the
 page shows where each one is and, for one whose publish failed, the error
@@ -16,6 +18,7 @@ from django.http import HttpRequest
 
 from ..conf import jobs_settings
 from ..models import OutboxMessage
+from ..outbox.operator import status as outbox_status
 
 __all__ = ["OutboxMessageAdmin"]
 
@@ -77,12 +80,9 @@ class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="status")
     def status(self, message: OutboxMessage) -> str:
-        """Where the message is: published, claimed, failed or pending."""
-        if message.published_at is not None:
-            return "published"
-        if message.claimed_at is not None:
-            return "claimed"
-        return "failed" if message.attempts else "pending"
+        """Where the message is: published, claimed, claim lapsed, failed or
+        pending (a lapsed claim: its relay died or is stuck past the lease)."""
+        return outbox_status(message)
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
         """No lookup from the query string but the status filter's own.

@@ -87,6 +87,15 @@ class LeaseStore(Protocol):
         """The live holders of ``key``, in slot order."""
         ...
 
+    def evict(self, key: str) -> list[LeaseRecord]:
+        """Delete every row of ``key``, live or lapsed; answer the rows deleted.
+
+        The operator's force-release of a stuck lock. The next grant draws a
+        greater fence, so the evicted holder's fenced writes are refused
+        once the next holder has written.
+        """
+        ...
+
     def records(self, *, prefix: str = "", limit: int = 200) -> list[LeaseRecord]:
         """Stored rows whose key starts with ``prefix``, lapsed ones included.
 

@@ -143,23 +143,39 @@ class MemoryLeases:
             live = self.driver._lease_table.live(key, self.driver._now())
         return [row.holder for _, row in live]
 
+    def evict(self, key: str) -> list[LeaseRecord]:
+        """Delete every row of ``key``; answer them (see ``LeaseStore.evict``)."""
+        with self.driver._lock:
+            table = self.driver._lease_table
+            rows = sorted(
+                (row_key, slot, row)
+                for (row_key, slot), row in table.rows.items()
+                if row_key == key
+            )
+            for _, slot, _ in rows:
+                del table.rows[(key, slot)]
+            return _records(rows, self.driver._now())
+
     def records(self, *, prefix: str = "", limit: int = 200) -> list[LeaseRecord]:
         """Stored rows under ``prefix`` by key (code-unit order) and slot."""
         with self.driver._lock:
-            now = self.driver._now()
             rows = sorted(
                 (key, slot, row)
                 for (key, slot), row in self.driver._lease_table.rows.items()
                 if key.startswith(prefix)
             )[:limit]
-            return [
-                LeaseRecord(
-                    key=key,
-                    slot=slot,
-                    holder=row.holder,
-                    fence=row.fence,
-                    expires_at=row.expires_at,
-                    expired=row.expires_at <= now,
-                )
-                for key, slot, row in rows
-            ]
+            return _records(rows, self.driver._now())
+
+
+def _records(rows: list[tuple[str, int, LeaseRow]], now: datetime) -> list[LeaseRecord]:
+    return [
+        LeaseRecord(
+            key=key,
+            slot=slot,
+            holder=row.holder,
+            fence=row.fence,
+            expires_at=row.expires_at,
+            expired=row.expires_at <= now,
+        )
+        for key, slot, row in rows
+    ]

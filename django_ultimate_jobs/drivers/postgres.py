@@ -72,7 +72,7 @@ from .rowbuild import row_builder
 from .sql import query
 from .steps_base import step_not_found
 
-__all__ = ["PostgresDriver"]
+__all__ = ["PostgresDriver", "coded_failure"]
 
 # An insert that found a conflict is retried once: a holder that settled
 # between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
@@ -200,7 +200,7 @@ class PostgresDriver(PostgresCron):
         except DatabaseError as error:
             # Looked at only once a statement failed: the hot path pays
             # nothing for a clear answer.
-            coded = _coded_failure(self.using, error)
+            coded = coded_failure(self.using, error)
             if coded is None:
                 raise
             raise coded from error
@@ -783,7 +783,7 @@ class PostgresDriver(PostgresCron):
 # -- row decoding -------------------------------------------------------------
 
 
-def _coded_failure(using: str, error: DatabaseError) -> Exception | None:
+def coded_failure(using: str, error: DatabaseError) -> Exception | None:
     """The coded error for a statement that failed for a known reason, or None."""
     cause = error.__cause__
     if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):

@@ -76,20 +76,27 @@ class PostgresLeases:
         """The live holders of ``key`` in slot order."""
         return [row[0] for row in self._rows("lease_holders", {"key": key})]
 
+    def evict(self, key: str) -> list[LeaseRecord]:
+        """Delete every row of ``key``; answer them (see ``LeaseStore.evict``)."""
+        return _records(self._rows("lease_evict", {"key": key}))
+
     def records(self, *, prefix: str = "", limit: int = 200) -> list[LeaseRecord]:
         """Stored rows under ``prefix`` by key (code-unit order) and slot."""
-        rows = self._rows("lease_list", {"prefix": prefix, "limit": limit})
-        return [
-            LeaseRecord(
-                key=key,
-                slot=slot,
-                holder=holder,
-                fence=fence,
-                expires_at=expires_at,
-                expired=expired,
-            )
-            for key, slot, holder, fence, expires_at, expired in rows
-        ]
+        return _records(self._rows("lease_list", {"prefix": prefix, "limit": limit}))
+
+
+def _records(rows: list[tuple[Any, ...]]) -> list[LeaseRecord]:
+    return [
+        LeaseRecord(
+            key=key,
+            slot=slot,
+            holder=holder,
+            fence=fence,
+            expires_at=expires_at,
+            expired=expired,
+        )
+        for key, slot, holder, fence, expires_at, expired in rows
+    ]
 
 
 def _identity(lease: HeldLease) -> dict[str, Any]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from django.db import transaction
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models, transaction
 from django.db.models import Model, QuerySet
 
 from ..errors import LockInvalid, LockTokenStale
@@ -21,6 +22,9 @@ from ..errors import LockInvalid, LockTokenStale
 __all__ = ["fenced_update"]
 
 M = TypeVar("M", bound=Model)
+
+MAX_TOKEN = 2**63 - 1
+"""Tokens come from a bigint sequence; a larger one cannot be stored."""
 
 
 def fenced_update(
@@ -40,26 +44,40 @@ def fenced_update(
         values: the columns to set, as for ``QuerySet.update``.
 
     Returns:
-        The number of rows updated.
+        The number of rows updated (as ``QuerySet.update`` answers): 0 when
+        the queryset matches no row, which is not a refusal.
 
     Raises:
-        LockInvalid: ``token`` is not a positive int, or ``field`` is not a
-            column of the model (before any statement).
+        LockInvalid: ``token`` is not a positive int that fits a bigint,
+            ``field`` is not an integer column of the model, ``values``
+            names ``field`` too or a column the model does not have
+            (all before any statement).
         LockTokenStale: a later holder's token is stored; nothing written.
     """
-    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
+    if (
+        isinstance(token, bool)
+        or not isinstance(token, int)
+        or not 1 <= token <= MAX_TOKEN
+    ):
         raise LockInvalid(
-            f"a fencing token is a positive int (held.token), not {token!r:.40}"
+            f"a fencing token is a positive int of at most 2**63 - 1 "
+            f"(held.token), not {token!r:.40}",
+            fix="pass held.token of the lock you hold, or use held.fenced_update()",
         )
     model = queryset.model
-    try:
-        model._meta.get_field(field)
-    except Exception as error:
+    _check_token_field(model, field)
+    if field in values:
         raise LockInvalid(
-            f"{model.__name__} has no field {field!r} to store the fencing token in",
-            fix="add lock_token = models.BigIntegerField(null=True) to the model, "
-            "or pass field='<your column>'",
-        ) from error
+            f"{field!r} is the fencing token's column: fenced_update writes the "
+            "token there itself, so values must not set it",
+            fix=f"drop {field}= from the values",
+        )
+    unknown = [name for name in values if not _has_field(model, name)]
+    if unknown:
+        raise LockInvalid(
+            f"{model.__name__} has no field {unknown[0]!r} to update",
+            fix=f"pass values that are fields of {model.__name__}",
+        )
     with transaction.atomic(using=queryset.db):
         # Lock every row first (in key order, so two writers never
         # deadlock), then read: a writer that checked before a later
@@ -79,3 +97,29 @@ def fenced_update(
                 meta={"token": token, "stored": newest, "model": model.__name__},
             )
         return queryset.update(**{field: token}, **values)
+
+
+def _check_token_field(model: type[Model], field: str) -> None:
+    """``field`` must be a concrete integer column of ``model``."""
+    try:
+        column = model._meta.get_field(field)
+    except FieldDoesNotExist as error:
+        raise LockInvalid(
+            f"{model.__name__} has no field {field!r} to store the fencing token in",
+            fix="add lock_token = models.BigIntegerField(null=True) to the model, "
+            "or pass field='<your column>'",
+        ) from error
+    if not isinstance(column, models.IntegerField) or not column.concrete:
+        raise LockInvalid(
+            f"{model.__name__}.{field} is not an integer column "
+            f"({type(column).__name__}): a fencing token is compared as a number",
+            fix="store the token in models.BigIntegerField(null=True)",
+        )
+
+
+def _has_field(model: type[Model], name: str) -> bool:
+    try:
+        model._meta.get_field(name)
+    except FieldDoesNotExist:
+        return False
+    return True

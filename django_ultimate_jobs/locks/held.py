@@ -9,6 +9,7 @@ still holds the lock.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,39 +22,64 @@ if TYPE_CHECKING:
     from ..drivers.lease_base import HeldLease
     from .keeper import Renewal
 
-__all__ = ["HeldLock", "LockCancellation", "lost_error"]
+__all__ = ["FORKED", "HeldLock", "LockCancellation", "lost_error"]
+
+FORKED = (
+    "this process is a fork of the one that took it, and a lock belongs to "
+    "the process that took it: the parent still holds it"
+)
 
 
 class LockCancellation(CancellationToken):
     """``held.cancellation``: set when the lock is lost.
 
     Also set, when read, once the last landed renewal is a whole ttl old
-    (the keeper stuck on a dead socket cannot renew nor decide).
+    (the keeper stuck on a dead socket cannot renew nor decide), and in a
+    forked child: a lock belongs to the process that took it.
     """
 
-    __slots__ = ("_renewal",)
+    __slots__ = ("_pid", "_renewal")
 
     def __init__(self) -> None:
         super().__init__()
         self._renewal: Renewal | None = None
+        self._pid = os.getpid()
 
     def is_set(self) -> bool:
         """Whether the lock was lost (its work is no longer exclusive)."""
-        renewal = self._renewal
-        if self._reason is None and renewal is not None:
-            if time.monotonic() >= renewal.deadline:
+        if self._reason is None:
+            renewal = self._renewal
+            if renewal is not None and time.monotonic() >= renewal.deadline:
                 self.cancel(
                     lost_error(renewal.lease, "no renewal landed within the ttl")
                 )
+            elif self._pid != os.getpid() and renewal is not None:
+                self.cancel(lost_error(renewal.lease, FORKED))
         return super().is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until lost or ``timeout`` s pass (never past the ttl deadline)."""
-        renewal = self._renewal
-        if renewal is not None and not self.is_set():
-            left = max(0.0, renewal.deadline - time.monotonic())
-            timeout = left if timeout is None else min(timeout, left)
-        return super().wait(timeout) or self.is_set()
+        """Block until lost (True) or ``timeout`` s pass (False).
+
+        Waits in steps no longer than the time left before the renewal
+        deadline, so a keeper stuck on a dead socket still reads as lost
+        when that deadline passes; a renewal that lands pushes the deadline
+        on and the wait goes on to its full ``timeout``.
+        """
+        end = None if timeout is None else time.monotonic() + max(0.0, timeout)
+        while True:
+            if self.is_set():
+                return True
+            now = time.monotonic()
+            step = None if end is None else end - now
+            if step is not None and step <= 0:
+                return False
+            renewal = self._renewal
+            if renewal is not None:
+                # A little past the deadline, so is_set() reads it as passed.
+                to_deadline = max(0.0, renewal.deadline - now) + 0.001
+                step = to_deadline if step is None else min(step, to_deadline)
+            if super().wait(step):
+                return True
 
     def raise_if_cancelled(self) -> None:
         """Raise ``X_LOCK_LOST`` if the lock was lost."""

@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from ..drivers.base import JobDriver
     from ..drivers.lease_base import HeldLease
 
-__all__ = ["CallTimedOut", "DatabaseAway", "LockKeeper", "Renewal", "keeper_for"]
+__all__ = [
+    "CallTimedOut",
+    "DatabaseAway",
+    "GateTicket",
+    "LockKeeper",
+    "Renewal",
+    "keeper_for",
+]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -48,6 +55,9 @@ RENEWALS_PER_TTL = 3
 IDLE_EXIT_S = 1.0
 """The keeper thread exits (and closes its connection) after this long idle."""
 RENEWAL_RETRY_S = 0.25
+GATE_RECHECK_S = 0.25
+"""A thread queued at a key looks again this often whether the gate's owner
+lost its lock (read from its renewal deadline when its keeper is stuck)."""
 """A renewal that failed on the database is tried again this soon (paced
 by the outage schedule while the database is away)."""
 
@@ -73,9 +83,27 @@ class _Call:
 
 
 @dataclass(eq=False, slots=True)
+class GateTicket:
+    """One thread's turn at a key in this process (see :meth:`LockKeeper.enter_gate`)."""
+
+    key: str
+    holder: str
+    """The holder id this thread asks the database with."""
+    thread: int = field(default_factory=threading.get_ident)
+    granted: bool = False
+    """The database granted the lock (until then the thread is still asking)."""
+    lost: Callable[[], bool] | None = None
+    """Whether the granted lock was lost (its cancellation), once granted."""
+
+    def is_lost(self) -> bool:
+        """The lock this ticket's thread holds was lost: the gate passes on."""
+        return self.lost is not None and self.lost()
+
+
+@dataclass(eq=False, slots=True)
 class _Gate:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    users: int = 0
+    owner: GateTicket | None = None
+    waiting: int = 0
 
 
 @dataclass(eq=False, slots=True)
@@ -103,6 +131,7 @@ class LockKeeper:
         self._calls: deque[_Call] = deque()
         self._renewals: set[Renewal] = set()
         self._gates: dict[str, _Gate] = {}
+        self._gate_cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.outage = DatabaseOutage()
 
@@ -154,36 +183,59 @@ class LockKeeper:
         with self._cond:
             self._renewals.discard(renewal)
 
-    def enter_gate(self, key: str, timeout: float) -> bool:
-        """Be this process's one thread asking for ``key``; False after ``timeout`` s.
+    def gate_owner(self, key: str) -> GateTicket | None:
+        """The ticket of the thread of this process inside ``key``'s gate."""
+        with self._gate_cond:
+            gate = self._gates.get(key)
+            return None if gate is None else gate.owner
+
+    def enter_gate(self, ticket: GateTicket, timeout: float) -> GateTicket | None:
+        """Be this process's one thread asking for ``ticket.key``.
 
         Threads of one process queue here, not in the database: only the
-        gate's holder tries the lease (and holds the gate while it holds the
+        gate's owner tries the lease (and owns the gate while it holds the
         lock), so a release in this process hands over without a wasted
-        statement, and waiters never poll each other.
+        statement, and waiters never poll each other. An owner whose lock
+        was lost no longer keeps the gate: the next thread goes to the
+        database (where the lost lease may still be live until it lapses).
+
+        Returns:
+            ``None`` once in; after ``timeout`` s, the owner that kept it.
         """
-        with self._cond:
-            gate = self._gates.get(key)
+        deadline = time.monotonic() + max(0.0, timeout)
+        with self._gate_cond:
+            gate = self._gates.get(ticket.key)
             if gate is None:
-                gate = self._gates[key] = _Gate()
-            gate.users += 1
-        if gate.lock.acquire(timeout=max(0.0, timeout)):
-            return True
-        self._leave_gate(key, gate)
-        return False
+                gate = self._gates[ticket.key] = _Gate()
+            gate.waiting += 1
+            try:
+                while True:
+                    owner = gate.owner
+                    if owner is None or owner.is_lost():
+                        gate.owner = ticket
+                        return None
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return owner
+                    self._gate_cond.wait(min(left, GATE_RECHECK_S))
+            finally:
+                gate.waiting -= 1
 
-    def exit_gate(self, key: str) -> None:
-        """Let the next thread of this process ask for ``key``."""
-        with self._cond:
-            gate = self._gates[key]
-        gate.lock.release()
-        self._leave_gate(key, gate)
+    def exit_gate(self, ticket: GateTicket) -> None:
+        """Let the next thread of this process ask for the key (idempotent).
 
-    def _leave_gate(self, key: str, gate: _Gate) -> None:
-        with self._cond:
-            gate.users -= 1
-            if gate.users == 0:
-                del self._gates[key]
+        A ticket whose gate already passed on (its lock was lost) leaves
+        the new owner alone.
+        """
+        with self._gate_cond:
+            gate = self._gates.get(ticket.key)
+            if gate is None or gate.owner is not ticket:
+                return
+            gate.owner = None
+            if gate.waiting:
+                self._gate_cond.notify_all()
+            else:
+                del self._gates[ticket.key]
 
     # -- the thread -------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import random
 import string
 import threading
@@ -28,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
 from ..durations import DurationInput, parse_duration_ms
 from ..errors import (
@@ -40,7 +41,14 @@ from ..errors import (
 )
 from ..validation import text_problem
 from .held import HeldLock, LockCancellation, lost_error
-from .keeper import CallTimedOut, DatabaseAway, LockKeeper, Renewal, keeper_for
+from .keeper import (
+    CallTimedOut,
+    DatabaseAway,
+    GateTicket,
+    LockKeeper,
+    Renewal,
+    keeper_for,
+)
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
@@ -74,6 +82,21 @@ lease then lapses by its ttl)."""
 _CALL_FLOOR_S = 1.0
 """A single try (``wait=0``) still gets this long for its one statement."""
 
+_KEY_FIX = "pass a non-blank string of at most 200 characters without NUL"
+_TEMPLATE_FIX = (
+    "name the function's parameters in the template, e.g. 'invoice:{invoice_id}' "
+    "(a key without fields is one fixed key; write {{ and }} for literal braces)"
+)
+
+
+class _Taken(NamedTuple):
+    """One entered lock: what leaving it needs."""
+
+    held: HeldLock
+    keeper: LockKeeper
+    renewal: Renewal
+    ticket: GateTicket
+
 
 class Lock:
     """What :func:`lock` returns: a context manager, and a decorator."""
@@ -96,12 +119,13 @@ class Lock:
     def __enter__(self) -> HeldLock:
         if not isinstance(self.key, str):
             raise LockInvalid(
-                "a lock keyed by a template or a callable is a decorator: "
-                "use a plain string key in a with-statement"
+                "a lock keyed by a callable is a decorator, not a with-statement",
+                fix="use a plain string key in a with-statement: "
+                "with lock(f'invoice:{invoice_id}', ttl='30s')",
             )
         taken = self._acquire(self.key)
         self._stack().append(taken)
-        return taken[0]
+        return taken.held
 
     def __exit__(
         self,
@@ -109,10 +133,25 @@ class Lock:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        held, keeper, renewal = self._stack().pop()
-        _leave(held, keeper, renewal, exc)
+        stack = self._stack()
+        if not stack:
+            raise LockInvalid(
+                "this lock was left without being entered in this thread "
+                "(left twice, or __exit__ called without __enter__)",
+                fix="use the lock in a with-statement; each with-block enters "
+                "and leaves it once",
+            )
+        _leave(stack.pop(), exc)
 
-    def _stack(self) -> list[tuple[HeldLock, LockKeeper, Renewal]]:
+    def __aenter__(self) -> None:
+        """Refused: ``lock()`` is synchronous (``async with`` is not supported)."""
+        raise _no_async_with()
+
+    def __aexit__(self, *exc_info: object) -> None:
+        """Refused, as :meth:`__aenter__` is (never reached)."""
+        raise _no_async_with()
+
+    def _stack(self) -> list[_Taken]:
         stack = getattr(self._local, "stack", None)
         if stack is None:
             stack = self._local.stack = []
@@ -122,46 +161,71 @@ class Lock:
 
     def __call__(self, function: Callable[P, R]) -> Callable[P, R]:
         """Run ``function`` holding the lock (the key formatted from its arguments)."""
-        if inspect.iscoroutinefunction(function):
-            raise LockInvalid("lock() decorates plain functions, not async ones")
+        kind = _unlockable_kind(function)
+        if kind is not None:
+            raise LockInvalid(
+                f"lock() decorates plain functions, not {kind} "
+                f"({getattr(function, '__qualname__', function)!r:.80})",
+                fix="take the lock inside the function with a with-statement "
+                "around the work (a generator's body runs after the call "
+                "returns, so a decorator's lock would not cover it)",
+            )
         key_of = _key_function(self.key, function)
 
         @functools.wraps(function)
         def locked(*args: P.args, **kwargs: P.kwargs) -> R:
-            held, keeper, renewal = self._acquire(key_of(*args, **kwargs))
+            taken = self._acquire(key_of(*args, **kwargs))
             try:
                 result = function(*args, **kwargs)
             except BaseException as error:
-                _leave(held, keeper, renewal, error)
+                _leave(taken, error)
                 raise
-            _leave(held, keeper, renewal, None)
+            _leave(taken, None)
             return result
 
         return locked
 
     # -- taking it -------------------------------------------------------------------
 
-    def _acquire(self, key: str) -> tuple[HeldLock, LockKeeper, Renewal]:
+    def _acquire(self, key: str) -> _Taken:
         """Take the lock on ``key`` within ``wait``, or raise ``X_LOCK_NOT_ACQUIRED``."""
         _check_key(key)
         from ..drivers import get_driver
 
         keeper = keeper_for(self.driver or get_driver())
         lease_key = LOCK_KEY_PREFIX + key
-        holder = f"{keeper.holder_prefix}:{uuid.uuid4().hex[:12]}"
+        owner = keeper.gate_owner(lease_key)
+        if (
+            owner is not None
+            and owner.thread == threading.get_ident()
+            and not owner.is_lost()
+        ):
+            raise LockInvalid(
+                f"this thread already holds the lock {key!r:.80}: locks are not "
+                "re-entrant (waiting would deadlock on itself)",
+                fix="take the lock once, around the outer call, and do not take "
+                "it again inside",
+                meta={"key": key, "holder": owner.holder},
+            )
+        ticket = GateTicket(
+            lease_key, f"{keeper.holder_prefix}:{uuid.uuid4().hex[:12]}"
+        )
         started = time.monotonic()
         deadline = started + self.wait_ms / 1000
-        if not keeper.enter_gate(lease_key, deadline - started):
-            raise _not_acquired(key, keeper, lease_key, started, None)
+        blocker = keeper.enter_gate(ticket, deadline - started)
+        if blocker is not None:
+            raise _kept_in_process(key, blocker, started)
         try:
-            lease, sent, away = self._try_until(keeper, lease_key, holder, deadline)
+            lease, sent, away = self._try_until(
+                keeper, lease_key, ticket.holder, deadline
+            )
         except BaseException:
-            keeper.exit_gate(lease_key)
+            keeper.exit_gate(ticket)
             raise
         if lease is None:
-            keeper.exit_gate(lease_key)
+            keeper.exit_gate(ticket)
             raise _not_acquired(key, keeper, lease_key, started, away)
-        return self._hold(key, lease, keeper, sent)
+        return self._hold(key, lease, keeper, ticket, sent)
 
     def _try_until(
         self, keeper: LockKeeper, lease_key: str, holder: str, deadline: float
@@ -191,8 +255,13 @@ class Lock:
             poll = min(poll * 2, MAX_POLL_S)
 
     def _hold(
-        self, key: str, lease: HeldLease, keeper: LockKeeper, sent: float
-    ) -> tuple[HeldLock, LockKeeper, Renewal]:
+        self,
+        key: str,
+        lease: HeldLease,
+        keeper: LockKeeper,
+        ticket: GateTicket,
+        sent: float,
+    ) -> _Taken:
         token = LockCancellation()
         ttl_s = self.ttl_ms / 1000
 
@@ -202,6 +271,8 @@ class Lock:
                 extra={"key": key, "holder": lease.holder, "why": why},
             )
             token.cancel(lost_error(lease, why))
+            # The next thread of this process may go to the database now.
+            keeper.exit_gate(ticket)
 
         renewal = Renewal(
             lease=lease,
@@ -212,8 +283,10 @@ class Lock:
             on_lost=lost,
         )
         token._renewal = renewal
+        ticket.lost = token.is_set
+        ticket.granted = True
         keeper.renew(renewal)
-        return HeldLock(key, lease, token), keeper, renewal
+        return _Taken(HeldLock(key, lease, token), keeper, renewal, ticket)
 
 
 def lock(
@@ -236,58 +309,113 @@ def lock(
     Args:
         key: a non-blank string of at most 200 characters. As a decorator,
             also a ``str.format`` template over the function's parameter
-            names (``"invoice:{invoice_id}"``) or a callable taking the
-            function's arguments and answering the key.
+            names (``"invoice:{invoice_id}"``; no fields: one fixed key;
+            positional fields refused) or a callable taking the function's
+            arguments and answering the key.
         ttl: how long the lock outlives a holder that stopped renewing
             (crashed, frozen, cut off); renewed every ttl / 3 while held.
             At least 1s. ``"30s"``, a ``timedelta`` or int milliseconds.
         wait: how long to wait for the lock (default: one ``ttl``); ``0``
-            tries once.
+            or ``"0s"`` tries once.
         driver: the driver whose lease store holds the lock (default: the
             installed one).
 
+    Locks are not re-entrant: taking a key this thread already holds is
+    ``X_LOCK_INVALID`` at once. A lock belongs to the process that took it:
+    a forked child leaving the block gets ``X_LOCK_LOST`` at once and
+    leaves the parent's lock alone.
+
     Raises:
-        LockInvalid: a bad key, ttl or wait (before any statement).
+        LockInvalid: a bad key, ttl, wait or driver (before any statement);
+            re-entry by the thread that holds the key.
         LockNotAcquired: another holder kept it for the whole ``wait``
             (the error names that holder).
         LockLost: on leaving a block whose lock was lost.
     """
     if not isinstance(key, str) and not callable(key):
-        raise LockInvalid(f"a lock key must be a string, not {type(key).__name__}")
+        raise LockInvalid(
+            f"a lock key must be a string, not {type(key).__name__}",
+            fix="pass a string key such as 'invoice:42' (or, as a decorator, "
+            "a template or a callable answering the key)",
+        )
     if isinstance(key, str):
-        _check_key(key, template=True)
-    ttl_ms = _duration(ttl, "ttl", allow_zero=False)
+        _check_key(key)
+    ttl_ms = _duration(ttl, "ttl", allow_zero=False, example="'30s'")
     if ttl_ms < MIN_LOCK_TTL_MS:
         raise LockInvalid(
-            f"ttl must be at least {MIN_LOCK_TTL_MS // 1000}s, got {ttl!r:.40}"
+            f"ttl must be at least {MIN_LOCK_TTL_MS // 1000}s, got {ttl!r:.40}",
+            fix="pass ttl='1s' or more, e.g. ttl='30s' (renewals run every ttl / 3)",
         )
-    wait_ms = ttl_ms if wait is None else _duration(wait, "wait", allow_zero=True)
+    wait_ms = (
+        ttl_ms
+        if wait is None
+        else _duration(wait, "wait", allow_zero=True, example="'5s', or '0s'")
+    )
+    if driver is not None and not _is_driver(driver):
+        raise LockInvalid(
+            f"driver must be a jobs driver, not {type(driver).__name__}",
+            fix="leave driver out (the installed driver), or pass a driver "
+            "object such as django_ultimate_jobs.drivers.get_driver()",
+        )
     return Lock(key, ttl_ms, wait_ms, driver)
 
 
-def _duration(value: Any, what: str, *, allow_zero: bool) -> int:
+def _no_async_with() -> LockInvalid:
+    return LockInvalid(
+        "lock() is synchronous: it cannot be used with async with",
+        fix="use a plain with-statement in synchronous code, e.g. in the "
+        "body of a sync job, or run it in a thread: "
+        "await asyncio.to_thread(locked_function)",
+    )
+
+
+def _is_driver(driver: object) -> bool:
+    """Whether ``driver`` has a lease store (a string or a settings name has not)."""
+    try:
+        return hasattr(driver, "leases") and not isinstance(driver, type)
+    except Exception:
+        return False
+
+
+def _duration(value: Any, what: str, *, allow_zero: bool, example: str) -> int:
     try:
         return parse_duration_ms(value, what=what, allow_zero=allow_zero)
     except DurationInvalid as error:
-        raise LockInvalid(error.cause, fix=error.fix or None) from error
+        raise LockInvalid(
+            error.cause,
+            fix=f"pass {what} as a duration such as {example}, a timedelta, "
+            "or an int of milliseconds",
+        ) from error
 
 
-def _check_key(key: str, *, template: bool = False) -> None:
+def _check_key(key: str) -> None:
     problem = text_problem(key, max_chars=MAX_LOCK_KEY_LENGTH)
     if problem is None and not key.strip():
         problem = "must not be blank"
     if problem is not None:
-        what = "a lock key template" if template else "a lock key"
-        raise LockInvalid(f"{what} {problem}")
+        raise LockInvalid(f"a lock key {problem}", fix=_KEY_FIX)
+
+
+def _unlockable_kind(function: Callable[..., Any]) -> str | None:
+    """What ``function`` is if a decorator's lock cannot cover its body."""
+    if inspect.isasyncgenfunction(function):
+        return "async generator functions"
+    if inspect.iscoroutinefunction(function):
+        return "async functions"
+    if inspect.isgeneratorfunction(function):
+        return "generator functions"
+    return None
 
 
 def _key_function(
     key: str | Callable[..., str], function: Callable[..., Any]
 ) -> Callable[..., str]:
-    signature = inspect.signature(function)
+    """The key of one call: the callable, or the template formatted from the
+    call's arguments by parameter name (checked here, at decoration)."""
     if callable(key):
         return key
-    fields = [name for _, name, _, _ in string.Formatter().parse(key) if name]
+    signature = inspect.signature(function)
+    fields = _template_fields(key, function)
     unknown = [
         name
         for name in fields
@@ -297,17 +425,50 @@ def _key_function(
         raise LockInvalid(
             f"the lock key template names {unknown} which "
             f"{function.__qualname__} has no parameter for",
-            fix="name the function's parameters in the template, e.g. 'invoice:{invoice_id}'",
+            fix=_TEMPLATE_FIX,
         )
     if not fields:
-        return lambda *args, **kwargs: key
+        # A fixed key: every call takes the same lock ("{{" stands for "{").
+        fixed = key.format()
+        return lambda *args, **kwargs: fixed
 
     def formatted(*args: Any, **kwargs: Any) -> str:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        return key.format(**bound.arguments)
+        try:
+            return key.format(**bound.arguments)
+        except (AttributeError, IndexError, KeyError, TypeError, ValueError) as error:
+            raise LockInvalid(
+                f"the lock key template could not be formatted from "
+                f"{function.__qualname__}'s arguments ({type(error).__name__})",
+                fix=_TEMPLATE_FIX,
+            ) from error
 
     return formatted
+
+
+def _template_fields(key: str, function: Callable[..., Any]) -> list[str]:
+    """The template's field names; refuses malformed and positional fields."""
+    try:
+        fields = [name for _, name, _, _ in string.Formatter().parse(key)]
+    except ValueError as error:
+        raise LockInvalid(
+            f"the lock key template of {function.__qualname__} is not a valid "
+            f"str.format template ({error})",
+            fix=_TEMPLATE_FIX,
+        ) from error
+    names = [name for name in fields if name is not None]
+    positional = [
+        name for name in names if not name or name.split(".")[0].split("[")[0].isdigit()
+    ]
+    if positional:
+        raise LockInvalid(
+            f"the lock key template of {function.__qualname__} has a positional "
+            f"field ({', '.join('{' + name + '}' for name in positional)}): fields "
+            "name the function's parameters",
+            fix=_TEMPLATE_FIX,
+        )
+    return names
 
 
 def _release_abandoned(store: Any) -> Callable[[HeldLease | None], None]:
@@ -318,28 +479,80 @@ def _release_abandoned(store: Any) -> Callable[[HeldLease | None], None]:
     return release
 
 
-def _leave(
-    held: HeldLock, keeper: LockKeeper, renewal: Renewal, error: BaseException | None
-) -> None:
-    keeper.forget(renewal)
-    try:
-        keeper.call(lambda: keeper.store.release(held.lease), timeout=RELEASE_TIMEOUT_S)
-    except Exception:
-        # The lease lapses by its ttl anyway: a failed release never fails
-        # the block (upstream's rule for slots too).
-        logger.warning(
-            "jobs.lock.release-failed", extra={"holder": held.holder}, exc_info=True
-        )
-    keeper.exit_gate(LOCK_KEY_PREFIX + held.key)
+def _leave(taken: _Taken, error: BaseException | None) -> None:
+    held, keeper = taken.held, taken.keeper
+    if keeper.pid == os.getpid():
+        keeper.forget(taken.renewal)
+        _release(held, keeper)
+        keeper.exit_gate(taken.ticket)
+    # else: a forked child. The lock is its parent's (whose keeper thread did
+    # not survive the fork): leave the row and the gate alone; is_set() below
+    # reads the lock as lost in this process.
     # Decided after the release: the keeper is serial, so a renewal that was
     # in flight when the block ended has answered by now.
     lost = held.cancellation.is_set()
     held.cancellation._renewal = None  # a block that ended cannot lapse later
-    if lost:
-        reason = held.cancellation.reason
-        raise (
-            reason if reason is not None else lost_error(held.lease, "lost")
-        ) from error
+    if not lost:
+        return
+    reason = held.cancellation.reason or lost_error(held.lease, "lost")
+    if error is not None and not isinstance(error, Exception):
+        # Ctrl-C, sys.exit(), a closed generator: not swallowed by an
+        # ``except Exception`` as X_LOCK_LOST would be. The loss is logged.
+        logger.warning(
+            "jobs.lock.lost",
+            extra={
+                "key": held.key,
+                "holder": held.holder,
+                "why": f"{reason.cause}; the block was left by "
+                f"{type(error).__name__}, which goes on unchanged",
+            },
+        )
+        return
+    raise reason from error
+
+
+def _release(held: HeldLock, keeper: LockKeeper) -> None:
+    """Delete the lock's row; a failure is logged (the row lapses by its ttl)."""
+    try:
+        keeper.call(lambda: keeper.store.release(held.lease), timeout=RELEASE_TIMEOUT_S)
+    except (DatabaseAway, CallTimedOut) as failure:
+        # Expected while the database is away: one line, no traceback. A
+        # failed release never fails the block (upstream's rule for slots).
+        logger.warning(
+            "jobs.lock.release-failed",
+            extra={
+                "holder": held.holder,
+                "error": f"{type(failure).__name__}: {failure}",
+            },
+        )
+    except Exception:
+        logger.warning(
+            "jobs.lock.release-failed", extra={"holder": held.holder}, exc_info=True
+        )
+
+
+def _kept_in_process(key: str, blocker: GateTicket, started: float) -> JobsError:
+    """``X_LOCK_NOT_ACQUIRED``: another thread of this process kept the key."""
+    waited_ms = round((time.monotonic() - started) * 1000)
+    waited = timedelta(milliseconds=waited_ms)
+    if blocker.granted:
+        cause = (
+            f"the lock is held by {blocker.holder}, another thread of this "
+            f"process (waited {waited})"
+        )
+    else:
+        cause = (
+            f"another thread of this process ({blocker.holder}) was still "
+            f"asking the database for the lock (waited {waited})"
+        )
+    return LockNotAcquired(
+        cause,
+        meta={
+            "key": key,
+            "holder": blocker.holder if blocker.granted else None,
+            "waited_ms": waited_ms,
+        },
+    )
 
 
 def _not_acquired(
@@ -361,9 +574,16 @@ def _not_acquired(
             fix="check the database; the lock is tried again on the next call",
             meta={"key": key, "waited_ms": waited_ms},
         )
-    holder = holders[0] if holders else "a holder that has just released it"
+    waited = timedelta(milliseconds=waited_ms)
+    if holders:
+        cause = f"the lock is held by {holders[0]} (waited {waited})"
+    else:
+        cause = (
+            f"every try within the wait found the lock held, and its holder "
+            f"released it (or it lapsed) just as the wait ended (waited {waited})"
+        )
     return LockNotAcquired(
-        f"the lock is held by {holder} (waited {timedelta(milliseconds=waited_ms)})",
+        cause,
         meta={
             "key": key,
             "holder": holders[0] if holders else None,

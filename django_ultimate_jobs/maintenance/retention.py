@@ -1,4 +1,5 @@
-"""The retention sweep: finished jobs and their steps, expired events, old counters.
+"""The retention sweep: finished jobs and their steps, expired events, old
+counters, published outbox messages, and lock rows lapsed an hour ago.
 
 Each target deletes in batches of at most ``batch`` rows, one short
 transaction per batch, picking rows through the partial indexes that hold
@@ -41,8 +42,15 @@ DEFAULT_BATCH = 5_000
 one batch commits within about 0.1 s (bench/retention.py: median 96 ms,
 longest 160 ms on a 2-core machine)."""
 
-TARGETS = ("done", "failed", "events", "counters", "outbox")
+TARGETS = ("done", "failed", "events", "counters", "outbox", "locks")
 """The sweep's targets, in the order a pass runs them."""
+
+LOCK_ROW_GRACE = timedelta(hours=1)
+"""A ``lock:`` lease row is deleted once it lapsed this long ago. A lapsed
+row is already free (the next grant takes it over); the grace keeps a
+recently lost lock visible in ``jobs leases`` for a while. Only ``lock:``
+rows are swept: a job slot is swept by nobody (few, one per slot), and the
+leader lease's fence counts takeovers of its own row."""
 
 _FAILED_STATES = (JobState.FAILED, JobState.DEAD, JobState.CANCELLED)
 
@@ -54,8 +62,10 @@ def sweep_retention(
 
     Done jobs older than ``RETENTION["done"]`` and failed, dead and
     cancelled jobs older than ``RETENTION["failed"]`` go with their steps;
-    expired events and 1-hour counter buckets past 30 days go too, and
-    outbox messages published longer than ``RETENTION["done"]`` ago.
+    expired events and 1-hour counter buckets past 30 days go too,
+    outbox messages published longer than ``RETENTION["done"]`` ago, and
+    lock rows (``lock:...`` leases) that lapsed more than an hour ago
+    (:data:`LOCK_ROW_GRACE`), such as one per ``invoice:{id}`` ever locked.
 
     Args:
         now: the instant to sweep as of (default: the driver's clock, which
@@ -63,8 +73,8 @@ def sweep_retention(
         batch: the most rows one transaction deletes.
 
     Returns:
-        ``{"done", "failed", "steps", "events", "counters", "outbox"}`` ->
-        rows deleted.
+        ``{"done", "failed", "steps", "events", "counters", "outbox",
+        "locks"}`` -> rows deleted.
 
     Raises:
         JobInputInvalid: ``batch`` is not a whole number of at least 1, or
@@ -98,6 +108,16 @@ def sweep_target(
     if not isinstance(driver, PostgresDriver):
         return _sweep_memory(driver, target, now)
     using = driver.using
+    if target == "locks":
+        before = now - LOCK_ROW_GRACE
+        return {
+            "locks": sum(
+                rows
+                for rows, _ in delete_in_batches(
+                    using, "lock_lease_retention", {"before": before}, batch
+                )
+            )
+        }
     if target == "counters":
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute(query("counter_drop_hours"), {"now": now})
@@ -166,6 +186,18 @@ def _sweep_memory(driver: Any, target: str, now: datetime) -> dict[str, int]:
         return {"counters": driver.rollup_counters()}
     if target == "events":
         return {"events": driver.events.purge_expired()}
+    if target == "locks":
+        before = now - LOCK_ROW_GRACE
+        with driver._lock:
+            rows = driver._lease_table.rows
+            lapsed = [
+                key
+                for key, row in rows.items()
+                if key[0].startswith("lock:") and row.expires_at < before
+            ]
+            for key in lapsed:
+                del rows[key]
+        return {"locks": len(lapsed)}
     states = (JobState.DONE,) if target == "done" else _FAILED_STATES
     before = now - timedelta(milliseconds=_window_ms(target))
     with driver._lock:

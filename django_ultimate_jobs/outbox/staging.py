@@ -23,7 +23,7 @@ from ..drivers import get_driver
 from ..drivers.base import Enqueued, EnqueueRequest
 from ..errors import JobInputInvalid, OutboxNoTransaction
 from ..faults import AFTER_OUTBOX_COMMIT, fault_point
-from .store import OutboxStore
+from .store import OutboxStore, outbox_database
 
 __all__ = ["routes_to_outbox", "stage", "submit"]
 
@@ -33,22 +33,27 @@ def routes_to_outbox(choice: bool | None) -> bool:
 
     Raises:
         OutboxNoTransaction: ``OUTBOX = "required"`` and no transaction is
-            open on ``OUTBOX_DATABASE`` (or ``outbox=False`` was passed).
+            open on ``OUTBOX_DATABASE``, or ``outbox=False`` was passed.
+        SettingsInvalid: ``OUTBOX_DATABASE`` names no ``DATABASES`` alias.
     """
     settings = jobs_settings()
     mode = settings.outbox
     if not mode and not choice:
         return False  # the common case: no connection is looked at
+    alias = outbox_database()
     # outbox=False reads as "no transaction", as upstream: under "required"
     # it is refused like any enqueue outside one.
-    in_transaction = (
-        choice is not False and connections[settings.outbox_database].in_atomic_block
-    )
+    in_transaction = choice is not False and connections[alias].in_atomic_block
     if mode == "required" and not in_transaction:
+        why = (
+            "using(outbox=False) was passed, which 'required' refuses like an "
+            "enqueue outside a transaction"
+            if choice is False
+            else f"no transaction is open on {alias!r}"
+        )
         raise OutboxNoTransaction(
-            "ULTIMATE_JOBS['OUTBOX'] is 'required' and this enqueue ran outside "
-            f"a transaction on {settings.outbox_database!r}",
-            meta={"database": settings.outbox_database},
+            f"ULTIMATE_JOBS['OUTBOX'] is 'required' and {why}; nothing was written",
+            meta={"database": alias, "outbox": choice},
         )
     return bool(choice) or in_transaction
 
@@ -87,7 +92,7 @@ def stage(requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
             "conflict is found at publish, after the enqueuer's commit",
             fix="use on_conflict='dedupe' (the default) with the outbox",
         )
-    alias = jobs_settings().outbox_database
+    alias = outbox_database()
     staged = OutboxStore(alias).stage(requests)
     _wake_on_commit(alias)
     return [Enqueued(r.id, r.run_id or r.id, False) for r in staged if r.id]

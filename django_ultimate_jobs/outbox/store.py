@@ -15,14 +15,17 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connections
+from django.db import DatabaseError, connections
 
+from ..conf import jobs_settings
 from ..drivers.base import EnqueueRequest
 from ..drivers.jsonb import dumps, loads
+from ..drivers.postgres import coded_failure
 from ..drivers.sql import query
+from ..errors import SettingsInvalid
 from ..ids import monotonic_uuid7
 
-__all__ = ["Claimed", "OutboxStore"]
+__all__ = ["Claimed", "OutboxStore", "outbox_database"]
 
 _SQL = "outbox.sql"
 _RETURNED = (
@@ -64,6 +67,31 @@ class Claimed:
         return self.request.id
 
 
+def outbox_database() -> str:
+    """``ULTIMATE_JOBS["OUTBOX_DATABASE"]``, checked to name a ``DATABASES`` alias.
+
+    Raises:
+        SettingsInvalid: it names none (``manage.py check`` says so too,
+            ``ultimate_jobs.E005``), rather than Django's bare
+            ``ConnectionDoesNotExist`` at the first statement.
+    """
+    alias = jobs_settings().outbox_database
+    if alias not in connections.settings:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS['OUTBOX_DATABASE'] names {alias!r}, which DATABASES "
+            "does not define",
+            fix=OUTBOX_DATABASE_FIX,
+            meta={"database": alias},
+        )
+    return alias
+
+
+OUTBOX_DATABASE_FIX = (
+    "set ULTIMATE_JOBS['OUTBOX_DATABASE'] to the DATABASES alias your "
+    "transactions run on (the default is 'default')"
+)
+
+
 class OutboxStore:
     """The outbox table of one database alias."""
 
@@ -71,9 +99,24 @@ class OutboxStore:
         self.alias = alias
 
     def _execute(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return self._run(name, params)[0]
+
+    def _run(
+        self, name: str, params: dict[str, Any]
+    ) -> tuple[list[tuple[Any, ...]], int]:
+        """The statement's rows and rowcount; a missing table is coded."""
         with connections[self.alias].cursor() as cursor:
-            cursor.execute(query(name, _SQL), params)
-            return cursor.fetchall() if cursor.description else []
+            try:
+                cursor.execute(query(name, _SQL), params)
+            except DatabaseError as error:
+                # The driver's reading of a failure: the outbox table not
+                # migrated on OUTBOX_DATABASE is X_JOBS_TABLES_MISSING too.
+                coded = coded_failure(self.alias, error)
+                if coded is None:
+                    raise
+                raise coded from error
+            rows = cursor.fetchall() if cursor.description else []
+            return rows, int(cursor.rowcount)
 
     def stage(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueRequest]:
         """Insert one message per request in the current transaction.
@@ -103,11 +146,7 @@ class OutboxStore:
         """Retire published messages this claimant holds; answers how many."""
         if not ids:
             return 0
-        with connections[self.alias].cursor() as cursor:
-            cursor.execute(
-                query("outbox_mark", _SQL), {"ids": list(ids), "token": token}
-            )
-            return int(cursor.rowcount)
+        return self._run("outbox_mark", {"ids": list(ids), "token": token})[1]
 
     def release(
         self,
@@ -129,6 +168,11 @@ class OutboxStore:
                 "error": None if error is None else error[:MAX_ERROR_LENGTH],
             },
         )
+
+    def release_claimant(self, token: str) -> int:
+        """Hand back every unpublished message ``token`` holds (a relay that
+        stops); answers how many."""
+        return self._run("outbox_release_claimant", {"token": token})[1]
 
     def pending(self) -> int:
         """Messages not published yet (claimed or not)."""

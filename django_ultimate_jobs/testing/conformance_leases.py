@@ -139,6 +139,34 @@ class LeaseConformance:
         assert len(leases.records(prefix="conf:list:", limit=2)) == 2
         assert leases.records(prefix="conf:list:%") == []  # no wildcards
 
+    def test_evict_deletes_every_row_of_one_key_and_the_next_grant_fences_higher(
+        self, driver: JobDriver, clock: ManualClock
+    ) -> None:
+        leases = driver.leases
+        grants = [
+            leases.acquire(key, limit, ttl, holder)
+            for key, limit, ttl, holder in (
+                ("conf:evict", 2, 1_000, "stuck"),
+                ("conf:evict", 2, TTL_MS, "live"),
+                ("conf:evict-other", 1, TTL_MS, "kept"),
+            )
+        ]
+        stuck, live, kept = grants
+        assert stuck is not None and live is not None and kept is not None
+        clock.advance(milliseconds=1_000)  # the stuck holder's row lapsed
+        evicted = leases.evict("conf:evict")
+        assert [(r.slot, r.holder, r.fence, r.expired) for r in evicted] == [
+            (0, "stuck", stuck.fence, True),
+            (1, "live", live.fence, False),
+        ]
+        assert leases.records(prefix="conf:evict") == leases.records(
+            prefix="conf:evict-other"
+        )
+        assert not leases.renew(live, TTL_MS) and not leases.release(live)
+        again = leases.acquire("conf:evict", 2, TTL_MS, "next")
+        assert again is not None and again.slot == 0 and again.fence > kept.fence
+        assert leases.evict("conf:evict-none") == []
+
     def test_the_leader_lease_is_a_row_of_the_same_store(
         self, driver: JobDriver, clock: ManualClock
     ) -> None:

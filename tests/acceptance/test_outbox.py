@@ -278,3 +278,38 @@ def test_runjobs_runs_the_relay_role_unless_told_not_to(project):
         message=quiet.tail,
     )
     assert "relay" not in roles(quiet)
+
+
+def test_a_process_that_commits_and_exits_publishes_what_it_staged(project):
+    # No relay runs anywhere: only the exiting process's own can publish.
+    code, ids = project.client("commit", "3000", "--exit")
+    assert code == 0 and len(ids["committed"]) == 3000
+    messages = project.messages()
+    assert all(messages[i] for i in ids["committed"]), "left unpublished at exit"
+    assert set(project.jobs()) == set(ids["committed"])
+
+
+def test_the_how_tos_testcase_example_runs_with_a_jobs_alias(project):
+    # Django's runner creates (and drops) test databases of its own: name
+    # them after this run's, never the suite's shared default name.
+    own = f"{connection.settings_dict['NAME']}_tc"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "test",
+            "tests.acceptance.outbox_testcase",
+            "--noinput",
+            "-v",
+            "1",
+        ],
+        cwd=REPO_ROOT,
+        env={**project.env(), "ULTIMATE_JOBS_TEST_DB": own},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Ran 1 test" in done.stderr

@@ -43,6 +43,15 @@ SELECT g.slot, g.fence, g.expires_at, EXISTS (SELECT 1 FROM free)
   FROM (SELECT 1) AS one LEFT JOIN granted AS g ON true;
 
 
+-- name: lease_evict
+-- The operator's force-release: delete every row of a key, live or lapsed,
+-- answering what was deleted (jobs leases --release).
+DELETE FROM ultimate_jobs_lease
+ WHERE lease_key = %(key)s
+RETURNING lease_key, slot, holder, fence, expires_at,
+          expires_at <= coalesce(%(now)s::timestamptz, clock_timestamp());
+
+
 -- name: lease_held
 -- How many live slots a key has (a diagnostic).
 SELECT count(*)

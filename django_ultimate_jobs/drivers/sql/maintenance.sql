@@ -22,6 +22,30 @@ WITH picked AS MATERIALIZED (
 SELECT count(*), 0 FROM removed;
 
 
+-- name: lock_lease_retention
+-- Delete up to %(batch)s lock rows (lease keys 'lock:...') that lapsed before
+-- %(before)s, oldest expiry first through uj_lease_expiry_idx. Only lock
+-- rows: a job slot's row and the leader lease are never read here. A lapsed
+-- row is free already; a lock granted again meanwhile took its row over and
+-- pushed its expiry on, and the DELETE re-checks the expiry on the locked
+-- row, so a live lock is never deleted. SKIP LOCKED: a row a grant is taking
+-- over right now is left alone.
+WITH picked AS MATERIALIZED (
+    SELECT lease_key, slot FROM ultimate_jobs_lease
+     WHERE expires_at < %(before)s AND starts_with(lease_key, 'lock:')
+     ORDER BY expires_at
+     LIMIT %(batch)s
+     FOR UPDATE SKIP LOCKED
+), removed AS (
+    DELETE FROM ultimate_jobs_lease AS l
+     USING picked AS p
+     WHERE l.lease_key = p.lease_key AND l.slot = p.slot
+       AND l.expires_at < %(before)s
+    RETURNING 1
+)
+SELECT count(*), 0 FROM removed;
+
+
 -- name: job_retention_done
 -- Delete up to %(batch)s done rows last written before %(before)s, with the
 -- steps of their runs. Rows are picked through the partial index

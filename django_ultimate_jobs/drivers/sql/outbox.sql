@@ -62,6 +62,14 @@ UPDATE ultimate_jobs_outbox
        last_error = CASE WHEN id = %(failed)s::uuid THEN %(error)s ELSE last_error END
  WHERE id = ANY(%(ids)s::uuid[]) AND published_at IS NULL AND claimed_by = %(token)s;
 
+-- name: outbox_release_claimant
+-- A relay that stops (its process exits) hands back what it still holds, so
+-- the next relay takes them now instead of after the claim lease. No attempt
+-- is counted: nothing failed.
+UPDATE ultimate_jobs_outbox
+   SET claimed_at = NULL, claimed_by = NULL
+ WHERE claimed_by = %(token)s AND published_at IS NULL;
+
 -- name: outbox_pending
 -- Messages not yet published (claimed or not).
 SELECT count(*) FROM ultimate_jobs_outbox WHERE published_at IS NULL;

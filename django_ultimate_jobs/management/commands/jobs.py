@@ -18,10 +18,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ... import operator
 from ...errors import JobsError
+from ...outbox import operator as outbox_operator
 
 
 class Command(BaseCommand):
-    """ls | count | show | retry | cancel | rm | promote | pause | resume | stats | workers | leases | tasks | run-task."""
+    """ls | count | show | retry | cancel | rm | promote | pause | resume | stats | workers | leases | tasks | run-task | outbox | outbox-discard."""
 
     help = "Inspect and re-drive django-ultimate-jobs jobs."
 
@@ -69,9 +70,25 @@ class Command(BaseCommand):
         holding = verbs.add_parser(
             "leases", help="who holds what: locks and concurrency slots"
         )
+        waiting = verbs.add_parser(
+            "outbox", help="unpublished outbox messages, oldest first"
+        )
+        waiting.add_argument(
+            "--limit", type=int, default=50, help="rows at most, 1 to 200"
+        )
+        verbs.add_parser(
+            "outbox-discard",
+            help="delete an unpublished outbox message (it never becomes a job)",
+        ).add_argument("message_id")
         holding.add_argument("--prefix", default="", help="only keys starting so")
         holding.add_argument(
             "--limit", type=int, default=200, help="rows at most, 1 to 200"
+        )
+        holding.add_argument(
+            "--release",
+            metavar="KEY",
+            help="force-release a stuck lock: delete the row of KEY (lock:...) "
+            "as listed; its old holder's fenced writes are still refused",
         )
         # People type the flag after the verb too (`jobs show <id> --json`).
         # SUPPRESS: a verb that is not given --json leaves the value the
@@ -119,9 +136,13 @@ class Command(BaseCommand):
             "run-task": lambda: operator.run_task(options["task"]),
             "stats": operator.stats,
             "workers": operator.workers,
-            "leases": lambda: operator.leases(
-                prefix=options["prefix"], limit=options["limit"]
+            "leases": lambda: (
+                operator.release_lock(options["release"])
+                if options["release"] is not None
+                else operator.leases(prefix=options["prefix"], limit=options["limit"])
             ),
+            "outbox": lambda: outbox_operator.unpublished(options["limit"]),
+            "outbox-discard": lambda: outbox_operator.discard(options["message_id"]),
         }
         try:
             answer = actions[verb]()
@@ -135,6 +156,13 @@ class Command(BaseCommand):
         else:
             kind = "tasks" if options.get("task") else "queues"
             self.stdout.write(_human(verb, answer, kind=kind))
+        if verb == "leases" and isinstance(answer, list):
+            if len(answer) == options["limit"]:
+                # On stderr too with --json, which keeps stdout a plain list.
+                (self.stderr if options["json"] else self.stdout).write(
+                    f"(the first {options['limit']} rows by key: more may be "
+                    "stored; narrow them with --prefix)"
+                )
 
     def execute(self, *args: Any, **options: Any) -> Any:
         """Run; from a shell, a ``--json`` refusal leaves only its JSON on stderr."""
@@ -220,6 +248,10 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
         return _human_tasks(answer)
     if verb == "leases":
         return _human_leases(answer)
+    if verb == "outbox":
+        return _human_outbox(answer)
+    if verb == "outbox-discard":
+        return f"discarded {answer['id']} ({answer['name']}, input {answer['input']})"
     if verb == "run-task":
         return "\n".join(
             f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in answer
@@ -242,7 +274,15 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
     )
 
 
-def _human_leases(answer: list[dict[str, Any]]) -> str:
+def _human_leases(answer: list[dict[str, Any]] | dict[str, Any]) -> str:
+    if isinstance(answer, dict):
+        return "\n".join(
+            f"released {answer['key']} #{row['slot']} holder={row['holder']} "
+            f"token={row['token']}{' (had lapsed)' if row['expired'] else ''}: "
+            "the lock is free; its old holder loses it at its next renewal, "
+            "and its fenced writes are refused once the next holder writes"
+            for row in answer["released"]
+        )
     lines = [
         f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
         f"holder={lease['holder']} token={lease['token']} "
@@ -250,6 +290,17 @@ def _human_leases(answer: list[dict[str, Any]]) -> str:
         for lease in answer
     ]
     return "\n".join(lines or ["no leases"])
+
+
+def _human_outbox(answer: dict[str, Any]) -> str:
+    lines = [
+        f"{m['id']}  {m['status']:<12} {m['queue']:<12} {m['name']}"
+        f"  staged {m['staged_at']}  attempts {m['attempts']}"
+        + (f"  {m['last_error']}" if m["last_error"] else "")
+        for m in answer["messages"]
+    ]
+    lines.append(f"{answer['pending']} unpublished")
+    return "\n".join(lines)
 
 
 def _page(answer: dict[str, Any]) -> str:

@@ -21,6 +21,7 @@ from ...conf import jobs_settings
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
+from ...outbox.store import outbox_database
 from ...validation import name_problem
 from ...worker.config import WorkerConfig
 from ...worker.heap import settle_heap
@@ -98,15 +99,17 @@ class Command(BaseCommand):
                     "for more, run runjobs on more hosts",
                 ).render()
             )
-        if options["relay_only"] and options["no_relay"]:
-            raise CommandError("--relay-only and --no-relay contradict each other")
         try:
+            if options["relay_only"]:
+                _refuse_with_relay_only(options)
+                outbox_database()  # a relay needs it: refused before it starts
+                self._relay_only(burst=options["burst"])
+                return
+            if not options["no_relay"]:
+                outbox_database()
             config = self._config(options)
         except JobsError as error:
             raise CommandError(error.render()) from error
-        if options["relay_only"]:
-            self._relay_only()
-            return
         if processes > 1:
             # The autoreloader's helper rebuilds this process's command line
             # the way Python started it (a script, or `python -m django`).
@@ -155,8 +158,26 @@ class Command(BaseCommand):
         ):
             sys.exit(EXIT_RECYCLE)
 
-    def _relay_only(self) -> None:
-        """``--relay-only``: the relay role until SIGTERM/SIGINT."""
+    def _relay_only(self, *, burst: bool) -> None:
+        """``--relay-only``: the relay role until SIGTERM/SIGINT.
+
+        With ``--burst``: publish what is pending now, in this thread, and
+        exit (1 when a message could not be published).
+        """
+        if burst:
+            inline = OutboxRelay(poll=True)
+            self.stdout.write(f"runjobs {inline.worker_id}: relay only, burst")
+            try:
+                while True:
+                    outcome = inline.run_pass()
+                    if outcome.failed or outcome.claimed < inline.batch:
+                        break
+            finally:
+                inline.store.release_claimant(inline.token)
+            self.stdout.write(f"published {inline.published} outbox messages")
+            if outcome.failed:
+                sys.exit(1)
+            return
         stop = threading.Event()
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -185,6 +206,33 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs_per_process"],
             shutdown_deadline_ms=_deadline_ms(options["shutdown_deadline"]),
             wake=False if options["no_wake"] else None,
+        )
+
+
+_WORKER_OPTIONS = (
+    ("queues", "--queues"),
+    ("concurrency", "--concurrency"),
+    ("max_jobs_per_process", "--max-jobs-per-process"),
+    ("shutdown_deadline", "--shutdown-deadline"),
+    ("no_wake", "--no-wake"),
+    ("no_housekeeping", "--no-housekeeping"),
+    ("no_relay", "--no-relay"),
+)
+"""Options of the worker (or against the relay): ``--relay-only`` runs no
+worker, so each is refused with it rather than silently ignored."""
+
+
+def _refuse_with_relay_only(options: dict[str, Any]) -> None:
+    given = [flag for key, flag in _WORKER_OPTIONS if options[key] not in (None, False)]
+    if options["processes"] != 1:
+        given.insert(0, "--processes")
+    if given:
+        raise SettingsInvalid(
+            f"--relay-only runs no worker, so {', '.join(given)} would do nothing "
+            "(or contradicts it)",
+            fix="drop those options, or run the relay beside a worker: runjobs "
+            "without --relay-only runs both",
+            meta={"options": given},
         )
 
 
