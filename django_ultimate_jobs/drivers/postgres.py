@@ -68,6 +68,7 @@ from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_leases import PostgresLeases
 from .postgres_steps import PostgresEvents, PostgresSteps
+from .rowbuild import row_builder
 from .sql import query
 from .steps_base import step_not_found
 
@@ -462,7 +463,7 @@ class PostgresDriver(PostgresCron):
         by_worker: dict[str, list[AckRequest]] = {}
         for request in requests:
             by_worker.setdefault(request.identity.worker_id, []).append(request)
-        landed: set[UUID] = set()
+        landed: set[int] = set()
         for worker, batch in by_worker.items():
             results = [(r.job_id, _result_json(r.result)) for r in batch]
             results = [(job_id, text) for job_id, text in results if text is not None]
@@ -478,8 +479,10 @@ class PostgresDriver(PostgresCron):
                     "results": [text for _, text in results],
                 },
             )
-            landed.update(row[0] for row in rows)
-        return [r.job_id in landed for r in requests]
+            landed.update(row[0].int for row in rows)
+        # Compared as integers: UUID.__hash__ is Python code, two per acked
+        # job here (the settler thread's share of a no-op job).
+        return [r.job_id.int in landed for r in requests]
 
     def nack(self, request: NackRequest) -> bool:
         """Hand one attempt back; True if it landed."""
@@ -990,30 +993,51 @@ def _record(row: Sequence[Any]) -> JobRecord:
     )
 
 
+def _claimed_input(value: Any) -> Any:
+    # Most jobs take no arguments: their stored input is "{}", decoded here
+    # without the JSON parser (a fresh dict each time: handlers may mutate it).
+    return {} if value == "{}" else _loads(value)
+
+
+# The job_claim projection: id, name, queue, input, idempotency_key,
+# run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
+# claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
+# start_recorded (state, 9, is read by the caller).
+_CLAIMED_COLUMNS = {
+    "id": 0,
+    "name": 1,
+    "queue": 2,
+    "input": 3,
+    "idempotency_key": 4,
+    "run_id": 5,
+    "attempt": 6,
+    "max_attempts": 7,
+    "priority": 8,
+    "tenant_id": 10,
+    "claimed_by": 11,
+    "claims": 12,
+    "visible_at": 13,
+    "enqueued_by": 14,
+    "traceparent": 15,
+    "claimed_at": 16,
+    "retaken": 17,
+    "start_recorded": 18,
+}
+
+_claimed_plain = row_builder(
+    ClaimedJob,
+    _CLAIMED_COLUMNS,
+    decode={"input": _claimed_input},
+)
+"""A ``ClaimedJob`` from a job_claim row (see ``rowbuild``: ~1 us, not ~4)."""
+
+_claimed_keyed = row_builder(
+    ClaimedJob,
+    {**_CLAIMED_COLUMNS, "concurrency_key": 20},
+    decode={"input": _claimed_input},
+)
+"""The same from a capped claim's row, which adds the concurrency key (20)."""
+
+
 def _claimed(row: Sequence[Any]) -> ClaimedJob:
-    # The job_claim projection: id, name, queue, input, idempotency_key,
-    # run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
-    # claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
-    # start_recorded.
-    visible_at: datetime = row[13]
-    return ClaimedJob(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        input=_loads(row[3]),
-        idempotency_key=row[4],
-        run_id=row[5],
-        attempt=row[6],
-        max_attempts=row[7],
-        priority=row[8],
-        tenant_id=row[10],
-        claimed_by=row[11],
-        claims=row[12],
-        visible_at=visible_at,
-        enqueued_by=row[14],
-        traceparent=row[15],
-        claimed_at=row[16],
-        retaken=row[17],
-        start_recorded=row[18],
-        concurrency_key=row[20] if len(row) > 20 else None,
-    )
+    return (_claimed_keyed if len(row) > 20 else _claimed_plain)(row)

@@ -366,7 +366,21 @@ class Worker:
             self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
-                continue
+                if (
+                    not claimed
+                    or self._capped
+                    or self._limiter is not None
+                    or len(claimed) + len(buried) >= limit
+                ):
+                    continue
+                # A short claim took every row due now: the next one comes on
+                # a wake (an enqueue's NOTIFY, a settle freeing capacity) or
+                # the poll floor, not at once. The immediate empty claim held
+                # the GIL and a core while the slots started what this one
+                # claimed (half of an idle worker's claim -> handler time).
+                # Not for a capped or limited worker: its claims are short by
+                # design (fleet-wide slots, a rotating key scan, the limiter's
+                # room) and the next one finds more.
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
@@ -929,7 +943,7 @@ class Worker:
                 # The bodies ran: their limits are free for the next claim.
                 self._release_limits([e.claimed.id for e in executions])
             free = self._free_locked()
-        if free >= self._worth_claiming():
+        if free >= self._worth_claiming() and not self._wake.is_set():
             self._wake.set()
 
     def _settled(self, execution: Execution) -> None:
@@ -947,11 +961,14 @@ class Worker:
                 self.config.max_jobs is not None
                 and self.processed >= self.config.max_jobs
             )
+            # Under the same lock (once per settled job: a second acquire
+            # here was a measurable share of the settler thread).
+            free = self._free_locked()
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
         # Wake the claim loop only once a claim is worth it again: a wake per
         # settled job was most of what the loop did between claims.
-        if self._free_capacity() >= self._worth_claiming():
+        if free >= self._worth_claiming() and not self._wake.is_set():
             self._wake.set()
 
     # -- leases, deadlines, registry, drain -------------------------------------

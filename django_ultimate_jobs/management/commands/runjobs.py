@@ -24,6 +24,7 @@ from ...outbox.relay import OutboxRelay, install_local_relay
 from ...outbox.store import outbox_database
 from ...validation import name_problem
 from ...worker.config import WorkerConfig
+from ...worker.heap import settle_heap
 from ...worker.listener import WakeListener
 from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
@@ -122,6 +123,9 @@ class Command(BaseCommand):
                 code = Supervisor(child, processes, grace).run()
             sys.exit(code)
         worker = Worker(config)
+        # This process is a worker: its boot heap is frozen for the collector
+        # (worker/heap.py), once everything it imports at start is loaded.
+        settle_heap()
         if behind_transaction_pooler(jobs_settings().database) and config.wake:
             logger.warning(
                 "jobs.wake.pooled",
