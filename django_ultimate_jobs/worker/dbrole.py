@@ -283,9 +283,16 @@ class DatabaseOutage:
                 return
             if role == "listen" and self._first_role != "listen":
                 return
-            if not own and (using is None or using != self._first_using):
-                return
             now = time.monotonic()
+            if not own and (
+                using is None
+                or using != self._first_using
+                # An answer that comes within the first retry interval may be
+                # to a call sent before the loss (the cut reaches each socket
+                # in turn): it proves nothing about the database now.
+                or now - self._down_since < self.first_retry_s
+            ):
+                return
             outage_s = now - self._down_since
             self._down_since = None
             self._recovered_at = now
