@@ -134,6 +134,21 @@ def test_rate_window_slides():
     assert limits.try_acquire("q", "a") is not None
 
 
+def test_next_window_in_is_when_a_rate_full_tenant_may_start_again():
+    """The claim loop waits no longer than this (a freed window sends no wake)."""
+    clock = Clock()
+    limits = limiter(clock, rate_per_tenant={"limit": 2, "window": "1s"})
+    assert limits.next_window_in() is None
+    limits.try_acquire("q", "a")
+    assert limits.next_window_in() is None  # room for one more
+    clock.now += 0.25
+    limits.try_acquire("q", "a")
+    assert limits.next_window_in() == pytest.approx(0.75)
+    clock.now += 0.75
+    assert limits.next_window_in() is None
+    assert limiter(per_tenant=1).next_window_in() is None
+
+
 def test_claim_room_is_the_tightest_room():
     """A claim never takes more rows than the fullest partly-used tenant may run."""
     limits = limiter(per_tenant=4, **{"global": 10})

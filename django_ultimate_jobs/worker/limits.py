@@ -346,6 +346,22 @@ class Limiter:
                 )
         return max(0, min(rooms)) if rooms else None
 
+    def next_window_in(self) -> float | None:
+        """Seconds until a rate-full tenant's window lets it start again
+        (``None``: no tenant waits on the rate). The claim loop waits no
+        longer than this: a freed window sends no wake of its own."""
+        rate = self.config.rate_per_tenant
+        if rate is None:
+            return None
+        with self._lock:
+            now = self._clock()
+            soonest = [
+                self._starts[t][0] + rate.window_ms / 1000 - now
+                for t in list(self._starts)
+                if self._recent(t, now) >= rate.limit
+            ]
+        return max(0.0, min(soonest)) if soonest else None
+
     # -- observability -------------------------------------------------------------
 
     def blocked_by(

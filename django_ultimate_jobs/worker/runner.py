@@ -384,8 +384,19 @@ class Worker:
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
-            self._wake.wait(self.backoff.next_wait())
+            self._wake.wait(self._idle_wait())
             self._wake.clear()
+
+    def _idle_wait(self) -> float:
+        # A rate window that frees up sends no wake: a tenant held back by
+        # rate_per_tenant is claimed again at its window's end, not on the
+        # idle poll (which made the effective rate limit/(window + poll)).
+        wait = self.backoff.next_wait()
+        if self._limiter is not None:
+            window = self._limiter.next_window_in()
+            if window is not None:
+                wait = min(wait, window + 0.001)
+        return wait
 
     def _pause(self, seconds: float) -> None:
         # Always clear after waiting: a wake left set would turn every later
@@ -601,12 +612,18 @@ class Worker:
             )
             reset_broken_connections()
 
-    def _release_limits(self, job_ids: list[UUID]) -> None:
+    def _release_limits(self, job_ids: list[UUID]) -> bool:
         # Call with the lock held; idempotent (a lease is popped once).
+        # Whether any lease was released.
+        released = False
+        if not self._leases:
+            return released
         for job_id in job_ids:
             lease = self._leases.pop(job_id, None)
             if lease is not None:
                 lease.release()
+                released = True
+        return released
 
     def _park_unknown(self, attempt: Attempt) -> Execution:
         # Deploy skew: a newer release enqueued a job this one does not know.
@@ -939,19 +956,28 @@ class Worker:
             for execution in executions:
                 if execution.claimed.id in self._held:
                     self._ran.add(execution.claimed.id)
-            if self._leases:
-                # The bodies ran: their limits are free for the next claim.
-                self._release_limits([e.claimed.id for e in executions])
+            # The bodies ran: their limits are free for the next claim.
+            released = self._release_limits([e.claimed.id for e in executions])
             free = self._free_locked()
-        if free >= self._worth_claiming() and not self._wake.is_set():
+        self._wake_claims(free, released)
+
+    def _wake_claims(self, free: int, released: bool) -> None:
+        # Wake the claim loop only once a claim is worth it again (a wake
+        # per settled job was most of what the loop did between claims), or
+        # at once when an in-process limit was released: the claim that
+        # found the tenant (queue, global) full came back empty and backed
+        # off towards the idle maximum, and nothing else would wake it (a
+        # flooding tenant ran 4 at a time with 1-2 s gaps, ~3 jobs/s).
+        if released:
+            self.backoff.reset()
+        if (released or free >= self._worth_claiming()) and not self._wake.is_set():
             self._wake.set()
 
     def _settled(self, execution: Execution) -> None:
         with self._lock:
             self._held.pop(execution.claimed.id, None)
             self._ran.discard(execution.claimed.id)
-            if self._leases:
-                self._release_limits([execution.claimed.id])
+            released = self._release_limits([execution.claimed.id])
             # A running mean of attempt durations decides how far to claim ahead.
             self._mean_ms += (execution.duration_ms - self._mean_ms) * 0.05
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
@@ -966,10 +992,7 @@ class Worker:
             free = self._free_locked()
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
-        # Wake the claim loop only once a claim is worth it again: a wake per
-        # settled job was most of what the loop did between claims.
-        if free >= self._worth_claiming() and not self._wake.is_set():
-            self._wake.set()
+        self._wake_claims(free, released)
 
     # -- leases, deadlines, registry, drain -------------------------------------
 
