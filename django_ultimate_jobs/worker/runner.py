@@ -529,10 +529,19 @@ class Worker:
                 refuse_busy=self._refuse_busy,
             )
         )
-        if self._capped and uncapped and len(result.claimed) < limit:
+        if (
+            self._capped
+            and uncapped
+            and len(result.claimed) < limit
+            and not skip
+            and queues == self.config.queues
+        ):
             # The claim had room and no uncapped row came back: the next
             # claims leave the ordinary statement out for a poll interval, or
-            # until a wake (a NOTIFY on enqueue) says a row came.
+            # until a wake (a NOTIFY on enqueue) says a row came. Not when the
+            # limiter left tenants or queues out: their rows are there, and
+            # skipping the statement kept a full tenant's flood waiting a
+            # poll or more after its limit freed (4 jobs per ~1 s).
             if all(c.concurrency_key is not None for c in result.claimed):
                 self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
         if result.claimed:
@@ -969,6 +978,7 @@ class Worker:
         # off towards the idle maximum, and nothing else would wake it (a
         # flooding tenant ran 4 at a time with 1-2 s gaps, ~3 jobs/s).
         if released:
+            self._uncapped_after = 0.0
             self.backoff.reset()
         if (released or free >= self._worth_claiming()) and not self._wake.is_set():
             self._wake.set()
