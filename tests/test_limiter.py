@@ -222,6 +222,10 @@ def test_rate_windows_are_swept():
         {"per_queue": 1.5},
         {"per_queue": {"billing": -2}},
         {"per_queue": {"": 1}},
+        {"per_queue": {"bill\x00ing": 1}},
+        {"per_queue": {" billing": 1}},
+        {"per_queue": {"x" * 300: 1}},
+        {"per_queue": {3: 1}},
         {"per_tenant": True},
         {"rate_per_tenant": {"limit": 5}},
         {"rate_per_tenant": {"limit": 5, "window": "0s"}},
@@ -235,6 +239,18 @@ def test_bad_limits_are_refused_by_the_settings_check(value):
     with pytest.raises(SettingsInvalid) as info:
         parse_settings({"LIMITS": value})
     assert info.value.code == "X_SETTINGS_INVALID"
+
+
+def test_a_bad_per_queue_name_fails_manage_py_check():
+    """per_queue names follow the queue-name rule: E001 from the settings check."""
+    from django.test import override_settings
+
+    from django_ultimate_jobs.checks import check_settings
+
+    with override_settings(ULTIMATE_JOBS={"LIMITS": {"per_queue": {"a\x00b": 1}}}):
+        errors = check_settings()
+    assert [e.id for e in errors] == ["ultimate_jobs.E001"]
+    assert "NUL" in errors[0].msg
 
 
 def test_limits_setting_parses():

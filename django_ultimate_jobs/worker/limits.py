@@ -34,6 +34,7 @@ from typing import Any
 
 from ..durations import is_count, parse_duration_ms
 from ..errors import DurationInvalid, SettingsInvalid
+from ..validation import name_problem
 
 __all__ = [
     "MAX_LIMIT_TENANTS",
@@ -86,6 +87,7 @@ class LimitConfig:
         for name in ("per_tenant", "per_queue", "total"):
             _optional(f"limits {name}", getattr(self, name))
         for queue, limit in self.queues.items():
+            _queue_name("limits queues", queue)
             _limit(f"limits queues[{queue!r}]", limit)
         rate = self.rate_per_tenant
         if rate is not None:
@@ -131,8 +133,7 @@ def parse_limits(key: str, value: Any) -> LimitConfig:
     queues: dict[str, int] = {}
     if isinstance(per_queue, Mapping):
         for name, limit in per_queue.items():
-            if not isinstance(name, str) or not name:
-                raise SettingsInvalid(f"{where}['per_queue'] keys must be queue names")
+            _queue_name(f"{where}['per_queue']", name)
             queues[name] = _limit(f"{where}['per_queue'][{name!r}]", limit)
         per_queue = None
     return LimitConfig(
@@ -144,6 +145,14 @@ def parse_limits(key: str, value: Any) -> LimitConfig:
             f"{where}['rate_per_tenant']", value.get("rate_per_tenant")
         ),
     )
+
+
+def _queue_name(where: str, name: Any) -> None:
+    # The queue-name rule every queue is held to (QUEUES, runjobs --queues):
+    # a typo'd or unstorable name would otherwise limit no queue, silently.
+    problem = name_problem(name)
+    if problem is not None:
+        raise SettingsInvalid(f"{where} keys are queue names: {name!r:.80} {problem}")
 
 
 def _limit(where: str, value: Any) -> int:
