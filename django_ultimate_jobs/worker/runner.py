@@ -22,6 +22,7 @@ claim pass inline in the caller's thread: the test helper uses it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import queue
@@ -43,6 +44,7 @@ from ..drivers import get_driver
 from ..drivers.base import (
     ClaimedJob,
     ClaimOptions,
+    ClaimResult,
     JobDriver,
     NackRequest,
     WorkerRecord,
@@ -87,6 +89,10 @@ DATABASE_AWAY_RETRY_MS = 1_000
 """When a job whose connection dropped under its body runs again."""
 SHORT_JOB_MS = 50
 """Below this mean attempt duration a worker claims a whole batch ahead."""
+STRANDED_SWEEP_S = 60.0
+"""How often, under a backlog, a worker whose registry declares no
+``concurrency=`` still claims rows queued with a concurrency key (it always
+does when its claim comes back empty)."""
 CHUNK_BELOW_MS = 1.0
 """Below this mean attempt duration claimed jobs reach the slots in chunks."""
 CHUNK_MIN = 16
@@ -183,6 +189,8 @@ class Worker:
             if h.concurrency is not None and h.concurrency.when_busy == "fail"
         )
         self._uncapped_after = 0.0
+        self._stranded_at = 0.0
+        self._stranded_logged = False
         """Monotonic time before which a capped worker skips the uncapped claim."""
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
@@ -513,22 +521,21 @@ class Worker:
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
             self._registry_due = False
-        result = self.driver.claim(
-            ClaimOptions(
-                queues=queues,
-                limit=limit,
-                worker_id=self.id,
-                visibility_ms=self.config.visibility_ms,
-                drop_exhausted=self._drop_names,
-                registry_ttl_ms=registry_ttl,
-                start_now=start_now,
-                retake=retake,
-                skip_tenants=skip,
-                capped=(limit if capped is None else capped) if self._capped else 0,
-                uncapped=uncapped,
-                refuse_busy=self._refuse_busy,
-            )
+        options = ClaimOptions(
+            queues=queues,
+            limit=limit,
+            worker_id=self.id,
+            visibility_ms=self.config.visibility_ms,
+            drop_exhausted=self._drop_names,
+            registry_ttl_ms=registry_ttl,
+            start_now=start_now,
+            retake=retake,
+            skip_tenants=skip,
+            capped=(limit if capped is None else capped) if self._capped else 0,
+            uncapped=uncapped,
+            refuse_busy=self._refuse_busy,
         )
+        result = self.driver.claim(options)
         if (
             self._capped
             and uncapped
@@ -544,6 +551,8 @@ class Worker:
             # poll or more after its limit freed (4 jobs per ~1 s).
             if all(c.concurrency_key is not None for c in result.claimed):
                 self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
+        if not self._capped and uncapped and self._stranded_due(result):
+            result = self._claim_stranded(result, options)
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -561,6 +570,53 @@ class Worker:
         for claimed, blocked_by in shed:
             self._shed(claimed, blocked_by)
         return attempts, result.buried
+
+    def _stranded_due(self, result: ClaimResult) -> bool:
+        # Rows enqueued with a concurrency key by a release that declared
+        # concurrency= (removed since) are left out by job_claim, and a
+        # worker whose registry declares no cap never runs the capped claim:
+        # nothing would ever claim them. So such a worker also runs it when
+        # its claim came back empty (an idle queue costs one more cheap
+        # statement: a skip scan of an empty index), and at least every
+        # STRANDED_SWEEP_S under a backlog. Its claim while work flows is
+        # unchanged.
+        now = time.monotonic()
+        if result.claimed or result.buried:
+            if now < self._stranded_at:
+                return False
+        self._stranded_at = now + STRANDED_SWEEP_S
+        return True
+
+    def _claim_stranded(
+        self,
+        result: ClaimResult,
+        first: ClaimOptions,
+    ) -> ClaimResult:
+        room = min(first.limit - len(result.claimed), self.config.concurrency)
+        if room <= 0:
+            return result
+        # The rows' own key and limit decide their slots; no uncapped row.
+        found = self.driver.claim(
+            dataclasses.replace(
+                first,
+                limit=room,
+                capped=room,
+                uncapped=False,
+                retake=self._retake(),
+                registry_ttl_ms=None,
+                start_now=0,
+            )
+        )
+        if found.claimed and not self._stranded_logged:
+            self._stranded_logged = True
+            logger.warning(
+                "jobs.worker.capped-rows-undeclared",
+                extra={
+                    "worker_id": self.id,
+                    "jobs": sorted({c.name for c in found.claimed}),
+                },
+            )
+        return ClaimResult(result.claimed + found.claimed, result.buried)
 
     def _limited(
         self, limit: int
