@@ -54,6 +54,10 @@ MAX_CONCURRENCY_KEY_LENGTH = 200
 PRIORITY_RANGE = range(-100, 101)
 
 
+MAX_CONCURRENCY = 1_000_000
+"""The largest ``concurrency=`` limit (a larger one is refused at declaration)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Concurrency:
     """A fleet-wide cap on running jobs of one name, optionally per key.
@@ -63,7 +67,8 @@ class Concurrency:
     a slot is not claimed and spends no attempt.
 
     Args:
-        limit: how many may run at once (per key when ``key`` is given).
+        limit: how many may run at once (per key when ``key`` is given),
+            from 1 to :data:`MAX_CONCURRENCY` (1,000,000).
         key: ``input -> str`` naming the bucket (e.g. one per account): a
             non-empty string of at most 200 characters, checked at enqueue.
         when_busy: ``"wait"`` (retry later, no attempt spent) or ``"fail"``
@@ -652,6 +657,13 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
     if not is_count(limit):
         raise JobDeclarationInvalid(
             f"concurrency must be a whole number of at least 1, got {limit!r}"
+        )
+    if limit > MAX_CONCURRENCY:
+        # The row stores the limit in an integer column: a larger one passed
+        # declaration and failed the enqueue with a raw DataError that
+        # aborted the caller's transaction.
+        raise JobDeclarationInvalid(
+            f"concurrency must be at most {MAX_CONCURRENCY:_}, got {limit!r:.40}"
         )
     if cap.key is not None and not callable(cap.key):
         raise JobDeclarationInvalid("Concurrency(key=...) must be a callable")

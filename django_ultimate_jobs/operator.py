@@ -209,11 +209,18 @@ def list_jobs(
 
 
 def _check_limit(limit: Any) -> None:
+    # The fix names the limit alone: `jobs leases` takes no cursor, and a
+    # bad limit is about the limit whatever the listing.
+    fix = f"pass a limit of 1 to {MAX_JOB_PAGE}"
     if isinstance(limit, bool) or not isinstance(limit, int):
-        raise JobPageInvalid("limit must be a whole number", meta={"limit": limit})
+        raise JobPageInvalid(
+            "limit must be a whole number", fix=fix, meta={"limit": limit}
+        )
     if not 1 <= limit <= MAX_JOB_PAGE:
         raise JobPageInvalid(
-            f"limit must be between 1 and {MAX_JOB_PAGE}", meta={"limit": limit}
+            f"limit must be between 1 and {MAX_JOB_PAGE}",
+            fix=fix,
+            meta={"limit": limit},
         )
 
 

@@ -317,6 +317,15 @@ BAD_OPTIONS = [
     ({"concurrency": INF}, "concurrency must be a whole number of at least 1"),
     ({"concurrency": True}, "concurrency must be a whole number of at least 1"),
     ({"concurrency": "2"}, "concurrency must be a whole number of at least 1"),
+    # at most MAX_CONCURRENCY: the row's integer column held no more, and a
+    # larger limit failed the enqueue with a raw DataError
+    ({"concurrency": 10**12}, "concurrency must be at most 1_000_000"),
+    ({"concurrency": 2**31}, "concurrency must be at most 1_000_000"),
+    ({"concurrency": 1_000_001}, "concurrency must be at most 1_000_000"),
+    (
+        {"concurrency": Concurrency(limit=10**12)},
+        "concurrency must be at most 1_000_000",
+    ),
     (
         {"concurrency": Concurrency(limit=0)},
         "concurrency must be a whole number of at least 1",

@@ -65,8 +65,11 @@ def test_the_command_prints_who_holds_what(held):
     out = StringIO()
     call_command("jobs", "leases", "--prefix", "lock:", "--json", stdout=out)
     assert [r["key"] for r in json.loads(out.getvalue())] == ["lock:invoice:42"]
-    with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
+    with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID") as refused:
         call_command("jobs", "leases", "--limit", "0", stdout=StringIO())
+    # The fix names what leases takes: a limit, no cursor.
+    assert "pass a limit of 1 to 200" in str(refused.value)
+    assert "cursor" not in str(refused.value)
 
 
 def test_the_admin_page_shows_holders_tokens_and_expiry(admin_client, held):

@@ -134,6 +134,21 @@ def test_rate_window_slides():
     assert limits.try_acquire("q", "a") is not None
 
 
+def test_next_window_in_is_when_a_rate_full_tenant_may_start_again():
+    """The claim loop waits no longer than this (a freed window sends no wake)."""
+    clock = Clock()
+    limits = limiter(clock, rate_per_tenant={"limit": 2, "window": "1s"})
+    assert limits.next_window_in() is None
+    limits.try_acquire("q", "a")
+    assert limits.next_window_in() is None  # room for one more
+    clock.now += 0.25
+    limits.try_acquire("q", "a")
+    assert limits.next_window_in() == pytest.approx(0.75)
+    clock.now += 0.75
+    assert limits.next_window_in() is None
+    assert limiter(per_tenant=1).next_window_in() is None
+
+
 def test_claim_room_is_the_tightest_room():
     """A claim never takes more rows than the fullest partly-used tenant may run."""
     limits = limiter(per_tenant=4, **{"global": 10})
@@ -207,6 +222,10 @@ def test_rate_windows_are_swept():
         {"per_queue": 1.5},
         {"per_queue": {"billing": -2}},
         {"per_queue": {"": 1}},
+        {"per_queue": {"bill\x00ing": 1}},
+        {"per_queue": {" billing": 1}},
+        {"per_queue": {"x" * 300: 1}},
+        {"per_queue": {3: 1}},
         {"per_tenant": True},
         {"rate_per_tenant": {"limit": 5}},
         {"rate_per_tenant": {"limit": 5, "window": "0s"}},
@@ -220,6 +239,18 @@ def test_bad_limits_are_refused_by_the_settings_check(value):
     with pytest.raises(SettingsInvalid) as info:
         parse_settings({"LIMITS": value})
     assert info.value.code == "X_SETTINGS_INVALID"
+
+
+def test_a_bad_per_queue_name_fails_manage_py_check():
+    """per_queue names follow the queue-name rule: E001 from the settings check."""
+    from django.test import override_settings
+
+    from django_ultimate_jobs.checks import check_settings
+
+    with override_settings(ULTIMATE_JOBS={"LIMITS": {"per_queue": {"a\x00b": 1}}}):
+        errors = check_settings()
+    assert [e.id for e in errors] == ["ultimate_jobs.E001"]
+    assert "NUL" in errors[0].msg
 
 
 def test_limits_setting_parses():

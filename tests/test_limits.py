@@ -121,6 +121,32 @@ def test_run_jobs_runs_capped_jobs_one_slot_at_a_time(pg_driver, declared):
     assert not Lease.objects.exists()
 
 
+def test_rows_queued_with_a_key_run_after_concurrency_is_removed(pg_driver, declared):
+    """A deploy that removes concurrency= does not strand the rows queued with a key.
+
+    The rows the old release enqueued carry its lease key; the new registry
+    declares no cap anywhere, so the worker's ordinary claim leaves them
+    out. Its empty claim is followed by the capped one, which takes them
+    with a slot of their stored key and limit.
+    """
+
+    @declared()
+    def was_capped(ctx, *, n: int):
+        return None
+
+    ids = [e.id for e in was_capped.enqueue_many([{"n": 1}, {"n": 2}])]
+    # As the release that declared concurrency=1 wrote them.
+    Job.objects.filter(id__in=ids).update(
+        concurrency_key="job:t.capped.was_capped", concurrency_limit=1
+    )
+    executions = drain(pg_driver)
+    assert [e.outcome for e in executions] == ["completed"] * 2
+    assert set(Job.objects.filter(id__in=ids).values_list("state", flat=True)) == {
+        "done"
+    }
+    assert not Lease.objects.exists()
+
+
 def test_when_busy_fail_refuses_on_evidence_and_retry_requeues(pg_driver, declared):
     """Another run holds the key: failed X_JOB_KEY_BUSY, body not run, no attempt."""
     ran = []

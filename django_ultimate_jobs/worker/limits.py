@@ -34,6 +34,7 @@ from typing import Any
 
 from ..durations import is_count, parse_duration_ms
 from ..errors import DurationInvalid, SettingsInvalid
+from ..validation import name_problem
 
 __all__ = [
     "MAX_LIMIT_TENANTS",
@@ -86,6 +87,7 @@ class LimitConfig:
         for name in ("per_tenant", "per_queue", "total"):
             _optional(f"limits {name}", getattr(self, name))
         for queue, limit in self.queues.items():
+            _queue_name("limits queues", queue)
             _limit(f"limits queues[{queue!r}]", limit)
         rate = self.rate_per_tenant
         if rate is not None:
@@ -131,8 +133,7 @@ def parse_limits(key: str, value: Any) -> LimitConfig:
     queues: dict[str, int] = {}
     if isinstance(per_queue, Mapping):
         for name, limit in per_queue.items():
-            if not isinstance(name, str) or not name:
-                raise SettingsInvalid(f"{where}['per_queue'] keys must be queue names")
+            _queue_name(f"{where}['per_queue']", name)
             queues[name] = _limit(f"{where}['per_queue'][{name!r}]", limit)
         per_queue = None
     return LimitConfig(
@@ -144,6 +145,14 @@ def parse_limits(key: str, value: Any) -> LimitConfig:
             f"{where}['rate_per_tenant']", value.get("rate_per_tenant")
         ),
     )
+
+
+def _queue_name(where: str, name: Any) -> None:
+    # The queue-name rule every queue is held to (QUEUES, runjobs --queues):
+    # a typo'd or unstorable name would otherwise limit no queue, silently.
+    problem = name_problem(name)
+    if problem is not None:
+        raise SettingsInvalid(f"{where} keys are queue names: {name!r:.80} {problem}")
 
 
 def _limit(where: str, value: Any) -> int:
@@ -345,6 +354,22 @@ class Limiter:
                     if (room := rate.limit - self._recent(t, now)) > 0
                 )
         return max(0, min(rooms)) if rooms else None
+
+    def next_window_in(self) -> float | None:
+        """Seconds until a rate-full tenant's window lets it start again
+        (``None``: no tenant waits on the rate). The claim loop waits no
+        longer than this: a freed window sends no wake of its own."""
+        rate = self.config.rate_per_tenant
+        if rate is None:
+            return None
+        with self._lock:
+            now = self._clock()
+            soonest = [
+                self._starts[t][0] + rate.window_ms / 1000 - now
+                for t in list(self._starts)
+                if self._recent(t, now) >= rate.limit
+            ]
+        return max(0.0, min(soonest)) if soonest else None
 
     # -- observability -------------------------------------------------------------
 

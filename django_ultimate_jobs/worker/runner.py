@@ -22,6 +22,7 @@ claim pass inline in the caller's thread: the test helper uses it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import queue
@@ -43,6 +44,7 @@ from ..drivers import get_driver
 from ..drivers.base import (
     ClaimedJob,
     ClaimOptions,
+    ClaimResult,
     JobDriver,
     NackRequest,
     WorkerRecord,
@@ -87,6 +89,10 @@ DATABASE_AWAY_RETRY_MS = 1_000
 """When a job whose connection dropped under its body runs again."""
 SHORT_JOB_MS = 50
 """Below this mean attempt duration a worker claims a whole batch ahead."""
+STRANDED_SWEEP_S = 60.0
+"""How often, under a backlog, a worker whose registry declares no
+``concurrency=`` still claims rows queued with a concurrency key (it always
+does when its claim comes back empty)."""
 CHUNK_BELOW_MS = 1.0
 """Below this mean attempt duration claimed jobs reach the slots in chunks."""
 CHUNK_MIN = 16
@@ -183,6 +189,8 @@ class Worker:
             if h.concurrency is not None and h.concurrency.when_busy == "fail"
         )
         self._uncapped_after = 0.0
+        self._stranded_at = 0.0
+        self._stranded_logged = False
         """Monotonic time before which a capped worker skips the uncapped claim."""
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
@@ -384,8 +392,19 @@ class Worker:
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
-            self._wake.wait(self.backoff.next_wait())
+            self._wake.wait(self._idle_wait())
             self._wake.clear()
+
+    def _idle_wait(self) -> float:
+        # A rate window that frees up sends no wake: a tenant held back by
+        # rate_per_tenant is claimed again at its window's end, not on the
+        # idle poll (which made the effective rate limit/(window + poll)).
+        wait = self.backoff.next_wait()
+        if self._limiter is not None:
+            window = self._limiter.next_window_in()
+            if window is not None:
+                wait = min(wait, window + 0.001)
+        return wait
 
     def _pause(self, seconds: float) -> None:
         # Always clear after waiting: a wake left set would turn every later
@@ -502,28 +521,38 @@ class Worker:
         if self._registry_due and self.held_count() == 0:
             registry_ttl = self.config.visibility_ms
             self._registry_due = False
-        result = self.driver.claim(
-            ClaimOptions(
-                queues=queues,
-                limit=limit,
-                worker_id=self.id,
-                visibility_ms=self.config.visibility_ms,
-                drop_exhausted=self._drop_names,
-                registry_ttl_ms=registry_ttl,
-                start_now=start_now,
-                retake=retake,
-                skip_tenants=skip,
-                capped=(limit if capped is None else capped) if self._capped else 0,
-                uncapped=uncapped,
-                refuse_busy=self._refuse_busy,
-            )
+        options = ClaimOptions(
+            queues=queues,
+            limit=limit,
+            worker_id=self.id,
+            visibility_ms=self.config.visibility_ms,
+            drop_exhausted=self._drop_names,
+            registry_ttl_ms=registry_ttl,
+            start_now=start_now,
+            retake=retake,
+            skip_tenants=skip,
+            capped=(limit if capped is None else capped) if self._capped else 0,
+            uncapped=uncapped,
+            refuse_busy=self._refuse_busy,
         )
-        if self._capped and uncapped and len(result.claimed) < limit:
+        result = self.driver.claim(options)
+        if (
+            self._capped
+            and uncapped
+            and len(result.claimed) < limit
+            and not skip
+            and queues == self.config.queues
+        ):
             # The claim had room and no uncapped row came back: the next
             # claims leave the ordinary statement out for a poll interval, or
-            # until a wake (a NOTIFY on enqueue) says a row came.
+            # until a wake (a NOTIFY on enqueue) says a row came. Not when the
+            # limiter left tenants or queues out: their rows are there, and
+            # skipping the statement kept a full tenant's flood waiting a
+            # poll or more after its limit freed (4 jobs per ~1 s).
             if all(c.concurrency_key is not None for c in result.claimed):
                 self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
+        if not self._capped and uncapped and self._stranded_due(result):
+            result = self._claim_stranded(result, options)
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -541,6 +570,53 @@ class Worker:
         for claimed, blocked_by in shed:
             self._shed(claimed, blocked_by)
         return attempts, result.buried
+
+    def _stranded_due(self, result: ClaimResult) -> bool:
+        # Rows enqueued with a concurrency key by a release that declared
+        # concurrency= (removed since) are left out by job_claim, and a
+        # worker whose registry declares no cap never runs the capped claim:
+        # nothing would ever claim them. So such a worker also runs it when
+        # its claim came back empty (an idle queue costs one more cheap
+        # statement: a skip scan of an empty index), and at least every
+        # STRANDED_SWEEP_S under a backlog. Its claim while work flows is
+        # unchanged.
+        now = time.monotonic()
+        if result.claimed or result.buried:
+            if now < self._stranded_at:
+                return False
+        self._stranded_at = now + STRANDED_SWEEP_S
+        return True
+
+    def _claim_stranded(
+        self,
+        result: ClaimResult,
+        first: ClaimOptions,
+    ) -> ClaimResult:
+        room = min(first.limit - len(result.claimed), self.config.concurrency)
+        if room <= 0:
+            return result
+        # The rows' own key and limit decide their slots; no uncapped row.
+        found = self.driver.claim(
+            dataclasses.replace(
+                first,
+                limit=room,
+                capped=room,
+                uncapped=False,
+                retake=self._retake(),
+                registry_ttl_ms=None,
+                start_now=0,
+            )
+        )
+        if found.claimed and not self._stranded_logged:
+            self._stranded_logged = True
+            logger.warning(
+                "jobs.worker.capped-rows-undeclared",
+                extra={
+                    "worker_id": self.id,
+                    "jobs": sorted({c.name for c in found.claimed}),
+                },
+            )
+        return ClaimResult(result.claimed + found.claimed, result.buried)
 
     def _limited(
         self, limit: int
@@ -601,12 +677,18 @@ class Worker:
             )
             reset_broken_connections()
 
-    def _release_limits(self, job_ids: list[UUID]) -> None:
+    def _release_limits(self, job_ids: list[UUID]) -> bool:
         # Call with the lock held; idempotent (a lease is popped once).
+        # Whether any lease was released.
+        released = False
+        if not self._leases:
+            return released
         for job_id in job_ids:
             lease = self._leases.pop(job_id, None)
             if lease is not None:
                 lease.release()
+                released = True
+        return released
 
     def _park_unknown(self, attempt: Attempt) -> Execution:
         # Deploy skew: a newer release enqueued a job this one does not know.
@@ -939,19 +1021,29 @@ class Worker:
             for execution in executions:
                 if execution.claimed.id in self._held:
                     self._ran.add(execution.claimed.id)
-            if self._leases:
-                # The bodies ran: their limits are free for the next claim.
-                self._release_limits([e.claimed.id for e in executions])
+            # The bodies ran: their limits are free for the next claim.
+            released = self._release_limits([e.claimed.id for e in executions])
             free = self._free_locked()
-        if free >= self._worth_claiming() and not self._wake.is_set():
+        self._wake_claims(free, released)
+
+    def _wake_claims(self, free: int, released: bool) -> None:
+        # Wake the claim loop only once a claim is worth it again (a wake
+        # per settled job was most of what the loop did between claims), or
+        # at once when an in-process limit was released: the claim that
+        # found the tenant (queue, global) full came back empty and backed
+        # off towards the idle maximum, and nothing else would wake it (a
+        # flooding tenant ran 4 at a time with 1-2 s gaps, ~3 jobs/s).
+        if released:
+            self._uncapped_after = 0.0
+            self.backoff.reset()
+        if (released or free >= self._worth_claiming()) and not self._wake.is_set():
             self._wake.set()
 
     def _settled(self, execution: Execution) -> None:
         with self._lock:
             self._held.pop(execution.claimed.id, None)
             self._ran.discard(execution.claimed.id)
-            if self._leases:
-                self._release_limits([execution.claimed.id])
+            released = self._release_limits([execution.claimed.id])
             # A running mean of attempt durations decides how far to claim ahead.
             self._mean_ms += (execution.duration_ms - self._mean_ms) * 0.05
             self.counts[execution.outcome] = self.counts.get(execution.outcome, 0) + 1
@@ -966,10 +1058,7 @@ class Worker:
             free = self._free_locked()
         if reached and self.state == "running":
             self.request_stop(reason="max-jobs")
-        # Wake the claim loop only once a claim is worth it again: a wake per
-        # settled job was most of what the loop did between claims.
-        if free >= self._worth_claiming() and not self._wake.is_set():
-            self._wake.set()
+        self._wake_claims(free, released)
 
     # -- leases, deadlines, registry, drain -------------------------------------
 
