@@ -57,7 +57,11 @@ def run_jobs(
         publish_pending(driver=driver)
     chosen = tuple(queues) if queues else _all_queues()
     worker = Worker(
-        WorkerConfig.from_settings(queues=chosen, claim_batch=claim_batch, **config),
+        # A burst run: it ends on an empty claim (rows a removed
+        # concurrency= left keyed are swept before that, see Worker._claim).
+        WorkerConfig.from_settings(
+            queues=chosen, claim_batch=claim_batch, **{"burst": True, **config}
+        ),
         driver=driver or get_driver(),
         worker_id="run_jobs",
     )

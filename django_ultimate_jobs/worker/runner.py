@@ -575,15 +575,16 @@ class Worker:
         # Rows enqueued with a concurrency key by a release that declared
         # concurrency= (removed since) are left out by job_claim, and a
         # worker whose registry declares no cap never runs the capped claim:
-        # nothing would ever claim them. So such a worker also runs it when
-        # its claim came back empty (an idle queue costs one more cheap
-        # statement: a skip scan of an empty index), and at least every
-        # STRANDED_SWEEP_S under a backlog. Its claim while work flows is
-        # unchanged.
+        # nothing would ever claim them. So such a worker also runs it on its
+        # first claim and then once every STRANDED_SWEEP_S, busy or idle: an
+        # idle worker's cost stays one statement a minute (not one per poll),
+        # and stranded rows start at most a minute after the deploy.
+        # A burst worker (and run_jobs()) sweeps on every empty claim too:
+        # it exits on one, and must not leave such rows behind.
         now = time.monotonic()
-        if result.claimed or result.buried:
-            if now < self._stranded_at:
-                return False
+        empty = not (result.claimed or result.buried)
+        if now < self._stranded_at and not (self.config.burst and empty):
+            return False
         self._stranded_at = now + STRANDED_SWEEP_S
         return True
 
