@@ -163,6 +163,19 @@ def test_claim_room_is_the_tightest_room():
     assert limiter().claim_room(["q"]) is None
 
 
+def test_a_claim_that_skips_partly_used_tenants_gets_a_fresh_tenants_room():
+    """The worker's every other claim skips tenants that run some jobs here:
+    the room is then a fresh tenant's, not the one row a partly used tenant
+    has left (a tenant behind a flood got one row a claim)."""
+    limits = limiter(per_tenant=4)
+    for _ in range(3):
+        assert limits.try_acquire("q", "a") is not None
+    assert limits.try_acquire("q", None) is not None
+    assert limits.partial_tenants() == frozenset({"a", None})
+    assert limits.claim_room(["q"]) == 1
+    assert limits.claim_room(["q"], without=limits.partial_tenants()) == 4
+
+
 def test_refusals_are_forgotten_after_their_ttl():
     """blocked_by explains a refusal for REFUSAL_TTL_S, then answers None."""
     clock = Clock()

@@ -320,13 +320,24 @@ class Limiter:
                 )
             return frozenset(full)
 
-    def claim_room(self, queues: Iterable[str] = ()) -> int | None:
+    def partial_tenants(self) -> frozenset[Tenant]:
+        """Tenants that run some jobs here and may start more (``per_tenant``)."""
+        limit = self.config.per_tenant
+        if limit is None:
+            return frozenset()
+        with self._lock:
+            return frozenset(t for t, n in self._tenants.items() if 0 < n < limit)
+
+    def claim_room(
+        self, queues: Iterable[str] = (), *, without: frozenset[Tenant] = frozenset()
+    ) -> int | None:
         """The most rows one claim may take so none is over a limit (``None``: any).
 
         The smallest room of: the global limit, each named queue, a fresh
-        tenant, and every tenant that holds some but is not full. Taking
-        more could bring back rows of a tenant with room for one only,
-        which would be shed one by one (a write each).
+        tenant, and every tenant that holds some but is not full (but those
+        in ``without``: the claim skips them). Taking more could bring back
+        rows of a tenant with room for one only, which would be shed one by
+        one (a write each).
         """
         config = self.config
         rooms: list[int] = []
@@ -342,8 +353,8 @@ class Limiter:
                 rooms.append(config.per_tenant)
                 rooms.extend(
                     room
-                    for n in self._tenants.values()
-                    if (room := config.per_tenant - n) > 0
+                    for t, n in self._tenants.items()
+                    if (room := config.per_tenant - n) > 0 and t not in without
                 )
             rate = config.rate_per_tenant
             if rate is not None:
