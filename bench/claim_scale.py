@@ -216,6 +216,10 @@ def explain_claim(conn: psycopg.Connection) -> dict:
         "ttl": None,
         "start_now": CLAIM_LIMIT,
         "retake": CLAIM_LIMIT,
+        # The tenant filter (claim_tenant_open): no tenant skipped, as in
+        # the claims measured above.
+        "skip": [],
+        "untenanted": True,
     }
     with conn.transaction(force_rollback=True):
         cursor = psycopg.ClientCursor(conn)
