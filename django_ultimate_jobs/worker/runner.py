@@ -63,12 +63,12 @@ from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .config import WorkerConfig
 from .dbrole import (
-    DatabaseOutage,
     RoleConnection,
     close_thread_connections,
     drop_dead_connections,
     is_connection_gone,
     is_database_away,
+    process_outage,
     recover,
     reset_broken_connections,
 )
@@ -166,8 +166,9 @@ class Worker:
         self._fresh_turn = True
         """Whether the next limited claim skips partly used tenants (_limited)."""
         self._leases: dict[UUID, Lease] = {}
-        self.outage = DatabaseOutage()
-        """Shared by every role of this process: one backoff, one log line each way."""
+        self.outage = process_outage()
+        """Shared by every role of this process (and its lock keeper): one
+        backoff, one log line each way."""
         self._claim_db = self.role("claim")
         self._settle_db = self.role("settle")
         self._keep_db = self.role("keep")
