@@ -371,7 +371,6 @@ class Worker:
                     )
                     self._pause(self.config.poll_ms / 1000)
                 continue
-            self._claim_db.ok()
             if buried:
                 self._settler.announce_buried(buried)
             self._dispatch(claimed)
@@ -556,6 +555,8 @@ class Worker:
                 self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
         if not self._capped and uncapped and self._stranded_due(result):
             result = self._claim_stranded(result, options)
+        # The claim landed (a shed below may still find the connection gone).
+        self._claim_db.ok()
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -663,9 +664,11 @@ class Worker:
         # spending its attempt, and with no delay (its place in the claim
         # order is kept). One write in the claim thread, outside the lock:
         # rare, and the settler is not needed for it. A failed write must
-        # not lose the rows this claim admitted (they are held already):
-        # it is logged, and the row is left to its lease, whose lapse costs
-        # no attempt (a re-taken row's start is recorded only before its body).
+        # not lose the rows this claim admitted (they are held already): the
+        # claim role reports it (a lost connection is reset, and an outage
+        # paces the next claim), and the row is left to its lease, whose
+        # lapse costs no attempt (a re-taken row's start is recorded only
+        # before its body).
         logger.info(
             "jobs.limits.shed",
             extra={
@@ -684,13 +687,13 @@ class Worker:
                     counts_as_attempt=False,
                 )
             )
-        except Exception:
-            logger.warning(
-                "jobs.limits.shed-failed",
-                extra={"job_id": str(claimed.id)},
-                exc_info=True,
-            )
-            reset_broken_connections()
+        except Exception as error:
+            if not self._claim_db.failed(error):
+                logger.warning(
+                    "jobs.limits.shed-failed",
+                    extra={"job_id": str(claimed.id)},
+                    exc_info=True,
+                )
 
     def _release_limits(self, job_ids: list[UUID]) -> bool:
         # Call with the lock held; idempotent (a lease is popped once).
