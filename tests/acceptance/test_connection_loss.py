@@ -173,7 +173,9 @@ def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
         message=lambda: f"{Job.objects.get(id=bad).state}\n" + fleet.logs(),
     )
 
-    assert Job.objects.get(id=bad).attempt == 3
+    poisoned = Job.objects.get(id=bad)
+    assert poisoned.attempt == 3
+    crashed = {e.get("worker") for e in poisoned.history or []}
     charged_lapses = 0
     for row in Job.objects.filter(id__in=healthy):
         lapses = [
@@ -183,8 +185,13 @@ def test_a_poison_job_buries_itself_and_no_healthy_neighbour(fleet):
         charged_lapses += len(charged)
         # Attempts spent: this job's own charged lapses, plus the run that finished.
         assert row.attempt == 1 + len(charged), row.history
-    # Each of the poison's 3 crashes could interrupt at most the 3 other slots.
-    assert charged_lapses <= 3 * 3
+        # Charged only by a process the poison killed, never by another one.
+        assert {e.get("worker") for e in charged} <= crashed, (row.history, crashed)
+    # At each of the 3 crashes, each of the 3 other slots held its running
+    # job, and may have finished another whose ack the settler had not yet
+    # written (seen under load: 10 in all). Charging the jobs claimed ahead
+    # too (12 a crash with 4 slots and a batch of 16) would pass it by far.
+    assert charged_lapses <= 3 * 3 * 2
 
 
 def test_a_read_only_database_refuses_enqueue_with_a_code_and_workers_wait(fleet):
