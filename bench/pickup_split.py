@@ -383,7 +383,7 @@ def report(system: str, pickups: list[dict]) -> dict:
         values = sorted(
             (p["steps"][b] - p["steps"][a]) * 1000
             for p in pickups
-            if p["steps"][a] is not None and p["steps"][b] is not None
+            if p["steps"].get(a) is not None and p["steps"].get(b) is not None
         )
         if len(values) < 10:
             continue
