@@ -30,15 +30,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    bench_db_name,
     drop_database,
     git_head,
     recreate_database,
+    server_url,
     setup_django,
     with_database,
 )
 
-BENCH_DB = "bench_uj_admin"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("bench_uj_admin")
 RESULTS = ROOT / "bench" / "results" / "admin.json"
 BUDGET_S = 1.0
 
@@ -143,7 +144,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     parser.add_argument("--plans", action="store_true", help="print every plan")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    url = server_url(BENCH_DB)
     bench_url = with_database(url, BENCH_DB)
     recreate_database(url, BENCH_DB)
     try:

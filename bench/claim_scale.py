@@ -46,15 +46,16 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    bench_db_name,
     drop_database,
     git_head,
     recreate_database,
+    server_url,
     setup_django,
     with_database,
 )
 
-BENCH_DB = "bench_uj_claim_scale"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("bench_uj_claim_scale")
 RESULTS = ROOT / "bench" / "results" / "claim_scale.json"
 READY = 3000
 CLAIM_LIMIT = 10
@@ -92,7 +93,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.sizes.split(","))
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     commit = git_head()
     recreate_database(base_url, BENCH_DB)
@@ -216,6 +217,10 @@ def explain_claim(conn: psycopg.Connection) -> dict:
         "ttl": None,
         "start_now": CLAIM_LIMIT,
         "retake": CLAIM_LIMIT,
+        # The tenant filter (claim_tenant_open): no tenant skipped, as in
+        # the claims measured above.
+        "skip": [],
+        "untenanted": True,
     }
     with conn.transaction(force_rollback=True):
         cursor = psycopg.ClientCursor(conn)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import sys
 import threading
 import time
@@ -31,7 +30,13 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench import throughput as tp  # noqa: E402
-from bench.common import hold_bench_lock, recreate_database, with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    JobTableGate,
+    hold_bench_lock,
+    recreate_database,
+    server_url,
+    with_database,
+)
 
 SAMPLE = """
 SELECT a.pid, coalesce(a.wait_event_type || ':' || a.wait_event, 'CPU'),
@@ -63,7 +68,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=2.0, help="ms between samples")
     args = parser.parse_args()
     tp.JOBS = args.jobs
-    base_url = os.environ.get("DATABASE_URL", tp.DEFAULT_URL)
+    base_url = server_url(tp.BENCH_DB)
     bench_url = with_database(base_url, tp.BENCH_DB)
     lock = hold_bench_lock(base_url, tp.BENCH_DB)  # noqa: F841 (held until exit)
     recreate_database(base_url, tp.BENCH_DB)
@@ -78,13 +83,13 @@ def main() -> None:
     sampler.start()
     system = tp.OURS if args.system == "ours" else tp.RAW
     opened: list[float] = []
-    open_gate = tp.Gate.open
+    open_gate = JobTableGate.open
 
-    def open_and_note(gate: tp.Gate) -> float:
+    def open_and_note(gate: JobTableGate) -> float:
         opened.append(open_gate(gate))
         return opened[-1]
 
-    tp.Gate.open = open_and_note  # type: ignore[method-assign]
+    JobTableGate.open = open_and_note  # type: ignore[method-assign]
     try:
         result = tp.drain(system, bench_url, args.work, args.processes)
     finally:

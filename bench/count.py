@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -30,15 +29,16 @@ sys.path.insert(0, str(ROOT))
 
 from bench.admin import LOAD  # noqa: E402
 from bench.common import (  # noqa: E402
+    bench_db_name,
     drop_database,
     git_head,
     recreate_database,
+    server_url,
     setup_django,
     with_database,
 )
 
-BENCH_DB = "bench_uj_count"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("bench_uj_count")
 RESULTS = ROOT / "bench" / "results" / "count.json"
 
 # What a health check or a script asks: name -> operator.count() arguments.
@@ -88,7 +88,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    url = server_url(BENCH_DB)
     recreate_database(url, BENCH_DB)
     try:
         setup_django(with_database(url, BENCH_DB))

@@ -48,15 +48,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    bench_db_name,
     drop_database,
     git_head,
     hold_bench_lock,
+    process_cpu_s,
     recreate_database,
+    server_url,
+    setup_django,
     with_database,
 )
 
-BENCH_DB = "ultimate_jobs_bench"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("ultimate_jobs_bench")
 RESULTS = ROOT / "bench" / "results" / "enqueue.json"
 JOB_NAME = "bench.enqueue"
 WARMUP_ROWS = 300
@@ -90,17 +93,6 @@ LABELS = {
     "atomic": "(b) enqueue() x 300 per atomic()",
     "enqueue_many": "(c) enqueue_many() of {batch}",
 }
-
-
-def setup_django(bench_url: str) -> None:
-    """Configure Django with the test settings on the bench database; migrate."""
-    os.environ["DATABASE_URL"] = bench_url
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
 
 
 # -- the two sides ---------------------------------------------------------------
@@ -246,28 +238,17 @@ def in_batches(run: Callable[[int], None], batch: int) -> Callable[[int], None]:
 # -- measuring -------------------------------------------------------------------
 
 
-def backend_cpu(pid: int) -> float | None:
-    """CPU seconds (user + system) the server process ``pid`` has used, if
-    this host can read it (the server runs here and /proc is readable)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def timed(run: Callable[[int], None], count: int, pid: int) -> list[float]:
     """One call of ``run``: wall seconds, this process's CPU seconds and the
     server backend's (nan when unreadable). CPU time is what other work on a
     shared host moves least."""
-    server_before = backend_cpu(pid)
+    server_before = process_cpu_s(pid)
     client_before = time.process_time()
     started = time.perf_counter()
     run(count)
     elapsed = time.perf_counter() - started
     client = time.process_time() - client_before
-    server_after = backend_cpu(pid)
+    server_after = process_cpu_s(pid)
     if server_before is None or server_after is None:
         return [elapsed, client, math.nan]
     return [elapsed, client, server_after - server_before]
@@ -476,7 +457,7 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     recreate_database(base_url, BENCH_DB)

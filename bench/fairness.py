@@ -44,16 +44,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (
     ROOT,
+    bench_db_name,
     drop_database,
     git_head,
     hold_bench_lock,
     recreate_database,
+    server_url,
     setup_django,
     with_database,
 )
 
-BENCH_DB = "bench_uj_fairness"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("bench_uj_fairness")
 RESULTS = ROOT / "bench" / "results" / "fairness.json"
 FLOOD = int(os.environ.get("BENCH_FAIR_FLOOD", "20000"))
 LATE = 20
@@ -176,7 +177,7 @@ def measure(conn: psycopg.Connection, names: list[str], skip: list[str]) -> dict
 
 
 def main() -> None:
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     commit = git_head()

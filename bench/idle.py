@@ -46,7 +46,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -60,23 +59,26 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.common import (  # noqa: E402
+    SETTINGS,
+    WorkerProcess,
+    bench_db_name,
     child_env,
     git_head,
     hold_bench_lock,
+    migrate_in_subprocess,
     recreate_database,
+    server_url,
+    wait_until_ready,
     with_database,
 )
 
-BENCH_DB = "ultimate_jobs_bench_idle"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-SETTINGS = "bench.bench_settings"
+BENCH_DB = bench_db_name("ultimate_jobs_bench_idle")
 RESULTS = ROOT / "bench" / "results" / "idle.json"
 
 WARMUP_S = float(os.environ.get("BENCH_IDLE_WARMUP", "10"))
 WINDOW_S = float(os.environ.get("BENCH_IDLE_WINDOW", "65"))
 SUSPENDED = int(os.environ.get("BENCH_IDLE_SUSPENDED", "1000"))
 SAMPLE_S = 0.020
-READY_TIMEOUT_S = 120
 TARGETS = {
     "wake": 12.0,
     "no_wake": 30.0,
@@ -89,12 +91,7 @@ TARGETS = {
 
 def recreate_and_migrate(base_url: str, bench_url: str) -> None:
     recreate_database(base_url, BENCH_DB)
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "--settings", SETTINGS, "-v", "0"],
-        cwd=ROOT,
-        env=child_env(bench_url),
-        check=True,
-    )
+    migrate_in_subprocess(bench_url)
     with psycopg.connect(bench_url, autocommit=True) as conn:
         # Leave autovacuum nothing to do on the fresh tables during the windows.
         conn.execute("VACUUM ANALYZE")
@@ -237,14 +234,9 @@ class Counts:
 # -- runs -------------------------------------------------------------------
 
 
-def echo(stream) -> None:
-    for line in stream:
-        print(f"  [runjobs] {line.rstrip()}", file=sys.stderr)
-
-
 def start_worker(
     bench_url: str, *, wake: bool, scheduler: bool = False
-) -> subprocess.Popen:
+) -> WorkerProcess:
     argv = [
         sys.executable,
         "-m",
@@ -263,25 +255,13 @@ def start_worker(
         # The worker role alone: the scheduler role (on by default, as the
         # app declares built-in cron tasks) is measured on its own row.
         argv.append("--no-scheduler")
-    proc = subprocess.Popen(
-        argv,
-        cwd=ROOT,
-        env=child_env(bench_url),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("runjobs "):
-            # Keep draining (and echoing) its output so a full pipe never blocks it.
-            threading.Thread(target=echo, args=(proc.stdout,), daemon=True).start()
-            return proc
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    raise RuntimeError("runjobs never printed its ready line")
+    proc = WorkerProcess(argv, child_env(bench_url), "runjobs ", echo="  [runjobs] ")
+    try:
+        wait_until_ready([proc])
+    except BaseException:
+        proc.popen.kill()
+        raise
+    return proc
 
 
 def measure(
@@ -292,8 +272,7 @@ def measure(
         time.sleep(WARMUP_S)
         return counts.window()
     finally:
-        proc.terminate()
-        proc.wait(30)
+        proc.terminate(30)
 
 
 def per_minute(count: int) -> float:
@@ -307,7 +286,7 @@ def steady_per_minute(row: dict) -> float | None:
 
 
 def main() -> None:
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     recreate_and_migrate(base_url, bench_url)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -39,16 +38,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    bench_db_name,
     drop_database,
     git_head,
     hold_bench_lock,
     recreate_database,
+    server_url,
     setup_django,
     with_database,
 )
 
-BENCH_DB = "bench_uj_ledger"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("bench_uj_ledger")
 RESULTS = ROOT / "bench" / "results" / "ledger.json"
 TARGET = 0.5
 WARMUP = 200
@@ -100,7 +100,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    url = server_url(BENCH_DB)
     lock = hold_bench_lock(with_database(url, "postgres"), BENCH_DB)
     bench_url = recreate_database(url, BENCH_DB)
     try:

@@ -36,25 +36,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    SETTINGS,
+    WorkerProcess,
+    bench_db_name,
     child_env,
     git_head,
     hold_bench_lock,
     recreate_database,
+    server_url,
+    start_behind_gate,
     with_database,
 )
-from bench.throughput import (  # noqa: E402
-    DEFAULT_URL,
-    GATE_SETTLE_S,
-    SETTINGS,
-    Gate,
-    Proc,
-    execute,
-    reset_tables,
-    setup_django,
-    wait_ready,
-)
+from bench.throughput import execute, reset_tables, setup_django  # noqa: E402
 
-BENCH_DB = "ultimate_jobs_bench_limits"
+BENCH_DB = bench_db_name("ultimate_jobs_bench_limits")
 RESULTS = ROOT / "bench" / "results" / "limits.json"
 JOBS = int(os.environ.get("BENCH_LIMITS_JOBS", "3000"))
 ROUNDS = int(os.environ.get("BENCH_LIMITS_ROUNDS", "3"))
@@ -83,19 +78,10 @@ def drain(bench_url: str, capped: bool) -> dict:
         sys.executable, "-m", "django", "runjobs", "--settings", SETTINGS,
         "--concurrency", str(THREADS), "--queues", "limits",
     ]  # fmt: skip
-    gate = Gate(bench_url)
-    procs: list[Proc] = []
-    try:
-        procs = [Proc(argv, env, "runjobs ") for _ in range(PROCESSES)]
-        wait_ready(procs)
-        time.sleep(GATE_SETTLE_S)
-        started = gate.open()
-    except BaseException:
-        for proc in procs:
-            proc.popen.kill()
-        raise
-    finally:
-        gate.close()
+    gated = start_behind_gate(
+        bench_url, lambda: WorkerProcess(argv, env, "runjobs "), PROCESSES
+    )
+    procs, started = gated.procs, gated.started
     # Not --burst: under a cap a claim can find nothing while other keys
     # still run, and a burst worker would leave. The fleet runs until every
     # job is done, then drains.
@@ -116,7 +102,7 @@ def drain(bench_url: str, capped: bool) -> dict:
 
 
 def main() -> None:
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs over {KEYS} keys, {ROUNDS} rounds, "

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import statistics
 import sys
@@ -47,11 +46,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import drop_database, git_head, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_db_name,
+    drop_database,
+    git_head,
+    recreate_database,
+    server_url,
+)
 
-DEFAULT_DB = "bench_uj_outbox"
-JOBS_DB = "bench_uj_outbox_jobs"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DEFAULT_DB = bench_db_name("bench_uj_outbox")
+JOBS_DB = bench_db_name("bench_uj_outbox_jobs")
 RESULTS = ROOT / "bench" / "results" / "outbox.json"
 MESSAGES = 20_000
 COLD = 10
@@ -265,7 +269,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--keep", action="store_true", help="keep the databases")
     args = parser.parse_args()
-    url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    url = server_url(DEFAULT_DB, JOBS_DB)
     default_url = recreate_database(url, DEFAULT_DB)
     jobs_url = recreate_database(url, JOBS_DB)
     try:

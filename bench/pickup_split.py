@@ -25,7 +25,7 @@ Steps (both systems where they exist):
 For each job it prints the p50 and p99 of each step-to-step segment, and
 for the slowest 2% of pickups what ran in the worker process meanwhile
 (collections, other claims, the keeper's ticks, settles). The bench
-database is ``ultimate_jobs_bench_split``.
+database is ``ultimate_jobs_bench_split`` (behind ``BENCH_DB_PREFIX``, kept).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BENCH_DB = "ultimate_jobs_bench_split"
+BENCH_DB_NAME = "ultimate_jobs_bench_split"
 ROUNDS = int(os.environ.get("BENCH_SPLIT_ROUNDS", "3"))
 JOBS = int(os.environ.get("BENCH_SPLIT_JOBS", "200"))
 TRACE_ENV = "BENCH_SPLIT_TRACE"
@@ -243,6 +243,7 @@ def child_raw(argv: list[str]) -> None:
 
 def run_round(system: str, bench_url: str) -> list[dict]:
     from bench import throughput as tp
+    from bench.common import WorkerProcess, child_env
     from django_ultimate_jobs.registry import get_job
 
     handle = get_job("bench.latency")
@@ -261,10 +262,10 @@ def run_round(system: str, bench_url: str) -> list[dict]:
             "--queues",
             "default",
         ]
-        proc = tp.Proc(argv, {**tp.child_env(bench_url), **env}, "runjobs ")
+        proc = WorkerProcess(argv, {**child_env(bench_url), **env}, "runjobs ")
     else:
         argv = [sys.executable, __file__, "--child-raw", bench_url, "--listen"]
-        proc = tp.Proc(argv, {**tp.child_env(bench_url), **env}, "baseline ready")
+        proc = WorkerProcess(argv, {**child_env(bench_url), **env}, "baseline ready")
     try:
         committed = tp.drive_pickups(proc, handle, JOBS)
     finally:
@@ -425,13 +426,19 @@ def report(system: str, pickups: list[dict]) -> dict:
 
 def main() -> None:
     from bench import throughput as tp
-    from bench.common import hold_bench_lock, recreate_database, with_database
+    from bench.common import (
+        bench_db_name,
+        hold_bench_lock,
+        recreate_database,
+        server_url,
+        with_database,
+    )
 
-    base_url = os.environ.get("DATABASE_URL", tp.DEFAULT_URL)
-    bench_url = with_database(base_url, BENCH_DB)
-    tp.BENCH_DB = BENCH_DB
-    lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
-    recreate_database(base_url, BENCH_DB)
+    bench_db = bench_db_name(BENCH_DB_NAME)
+    base_url = server_url(bench_db)
+    bench_url = with_database(base_url, bench_db)
+    lock = hold_bench_lock(base_url, bench_db)  # noqa: F841 (held until exit)
+    recreate_database(base_url, bench_db)
     tp.setup_django(bench_url)
     every: dict[str, list[dict]] = {tp.RAW: [], tp.OURS: []}
     for index in range(ROUNDS):

@@ -33,9 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import git_head, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_db_name,
+    drop_database,
+    git_head,
+    recreate_database,
+    server_url,
+)
 
-DB_NAME = "bench_uj_retention"
+DB_NAME = bench_db_name("bench_uj_retention")
 FINISHED = int(os.environ.get("BENCH_RETENTION_ROWS", "1000000"))
 BATCH = int(os.environ.get("BENCH_RETENTION_BATCH", "5000"))
 LIVE_QUEUE = "bench-live"
@@ -57,9 +63,7 @@ SELECT run_id, 'charge', 'completed', updated_at, 1
 
 
 def main() -> None:
-    base_url = os.environ.get(
-        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-    )
+    base_url = server_url(DB_NAME)
     import psycopg
 
     os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
@@ -117,8 +121,7 @@ def main() -> None:
 
     connections.close_all()
     if "--keep" not in sys.argv:
-        with psycopg.connect(base_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
+        drop_database(base_url, DB_NAME)
 
 
 def load(conn) -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -34,14 +33,15 @@ sys.path.insert(0, str(ROOT))
 import psycopg  # noqa: E402
 
 from bench.common import (  # noqa: E402
-    child_env,
+    bench_db_name,
     git_head,
+    migrate_in_subprocess,
     recreate_database,
+    server_url,
     with_database,
 )
 
-BENCH_DB = "ultimate_jobs_bench_scheduler"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+BENCH_DB = bench_db_name("ultimate_jobs_bench_scheduler")
 WARMUP_S = float(os.environ.get("BENCH_SCHED_WARMUP", "3"))
 WINDOW_S = float(os.environ.get("BENCH_SCHED_WINDOW", "65"))
 SAMPLE_S = 0.020
@@ -51,12 +51,7 @@ RESULTS = ROOT / "bench" / "results" / "scheduler_idle.json"
 
 def prepare(base_url: str, bench_url: str) -> None:
     recreate_database(base_url, BENCH_DB)
-    subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "-v", "0"],
-        cwd=ROOT,
-        env={**child_env(bench_url), "DJANGO_SETTINGS_MODULE": "tests.settings"},
-        check=True,
-    )
+    migrate_in_subprocess(bench_url, "tests.settings")
 
 
 def statement_ends(start: datetime, end: datetime, seen: set) -> int:
@@ -75,7 +70,7 @@ def sample(base_url: str, stop: threading.Event, seen: set) -> None:
 
 
 def main() -> None:
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     prepare(base_url, bench_url)
     os.environ.update(DATABASE_URL=bench_url, DJANGO_SETTINGS_MODULE="tests.settings")

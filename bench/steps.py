@@ -24,35 +24,21 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import with_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_db_name,
+    drop_database,
+    recreate_database,
+    server_url,
+)
 
-DB_NAME = "ultimate_jobs_bench_steps"
+DB_NAME = bench_db_name("ultimate_jobs_bench_steps")
 N = int(os.environ.get("BENCH_STEPS_JOBS", "300"))
 STEPS = 10
 
 
 def main() -> None:
-    base_url = os.environ.get(
-        "DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
-    )
-    import psycopg
-
-    from django_ultimate_jobs.dburl import database_from_url
-
-    admin = database_from_url(base_url)
-    conninfo = {
-        "host": admin["HOST"] or None,
-        "port": admin["PORT"] or None,
-        "user": admin["USER"] or None,
-        "password": admin["PASSWORD"] or None,
-        "dbname": admin["NAME"],
-    }
-    with psycopg.connect(
-        **{k: v for k, v in conninfo.items() if v}, autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
-        conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    os.environ["DATABASE_URL"] = with_database(base_url, DB_NAME)
+    base_url = server_url(DB_NAME)
+    os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
     os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     import django
 
@@ -121,10 +107,7 @@ def main() -> None:
     from django.db import connections
 
     connections.close_all()
-    with psycopg.connect(
-        **{k: v for k, v in conninfo.items() if v}, autocommit=True
-    ) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{DB_NAME}"')
+    drop_database(base_url, DB_NAME)
 
 
 if __name__ == "__main__":

@@ -51,11 +51,8 @@ from __future__ import annotations
 import json
 import os
 import platform
-import resource
 import statistics
-import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,19 +61,23 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
-
 from bench.common import (  # noqa: E402
+    SETTINGS,
+    BackendCpu,
+    WorkerProcess,
+    bench_db_name,
     child_env,
+    children_cpu_s,
     git_head,
     hold_bench_lock,
     recreate_database,
+    server_url,
+    start_behind_gate,
+    wait_until_ready,
     with_database,
 )
 
-BENCH_DB = "ultimate_jobs_bench_tp"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
-SETTINGS = "bench.bench_settings"
+BENCH_DB = bench_db_name("ultimate_jobs_bench_tp")
 RESULTS = ROOT / "bench" / "results" / "throughput.json"
 
 JOBS = int(os.environ.get("BENCH_TP_JOBS", "10000"))
@@ -88,10 +89,7 @@ SLOTS_RATE = THREADS / SLEEP_S  # what 8 slots of 5 ms jobs allow: 1,600/s
 LATENCY_GAP_S = 0.020
 LATENCY_WARMUP_JOBS = 5
 ENQUEUE_CHUNK = 2000
-GATE_SETTLE_S = 0.5  # after the last ready line, so every first claim waits on the gate
 IDLE_SETTLE_S = 2.0  # before the latency run: the wake probe has come back
-READY_TIMEOUT_S = 120
-RSS_SAMPLE_S = 0.020
 # The baseline claims 100 rows per thread, but 10 for the 5 ms jobs: 100 of
 # them hold a thread for 0.5 s, so the last round of claims leaves most
 # threads idle (about 8% of a 10,000-job drain) and the "ideal" would be
@@ -163,164 +161,10 @@ def enqueue_pending(job_name: str, count: int) -> None:
     execute("ANALYZE ultimate_jobs_job")
 
 
-class Gate:
-    """ACCESS EXCLUSIVE on the job table: every first claim waits behind it."""
-
-    def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url)
-        self.conn.execute("LOCK TABLE ultimate_jobs_job IN ACCESS EXCLUSIVE MODE")
-
-    def open(self) -> float:
-        opened = time.time()
-        self.conn.commit()
-        self.conn.close()
-        return opened
-
-    def close(self) -> None:
-        if not self.conn.closed:
-            self.conn.rollback()
-            self.conn.close()
-
-
-def _children_cpu_s() -> float:
-    # Reaped children only: every worker process of a drain is waited for
-    # before this is read again (their boot is included: the same for every
-    # round of a system, and small beside a drain's work).
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _process_cpu_s(pid: int) -> float:
-    """utime + stime of a live process, from /proc (0 if it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class BackendCpu:
-    """CPU seconds spent by the bench database's other backends (the workers').
-
-    PostgreSQL runs on this machine: the sampler lists the client backends
-    of the bench database (except this process's own) and reads their utime
-    + stime from /proc; a backend's last reading stands for its total.
-    """
-
-    def __init__(self, bench_url: str) -> None:
-        from django.db import connection
-
-        self.conn = psycopg.connect(bench_url, autocommit=True)
-        connection.ensure_connection()
-        self.own = {self.conn.info.backend_pid, connection.connection.info.backend_pid}
-        self.cpu_s: dict[int, float] = {}
-        self._stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        statement = (
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-            "AND backend_type = 'client backend'"
-        )
-        pids: set[int] = set()
-        tick = 0
-        # /proc of every backend seen is read every 5 ms (cheap), the list of
-        # backends refreshed every 20 ms: a backend's end is missed by 5 ms
-        # at most.
-        while not self._stop.wait(0.005):
-            if tick % 4 == 0:
-                rows = self.conn.execute(statement).fetchall()
-                pids.update(pid for (pid,) in rows if pid not in self.own)
-            tick += 1
-            for pid in list(pids):
-                cpu_s = _process_cpu_s(pid)
-                if cpu_s == 0.0 and pid in self.cpu_s:
-                    pids.discard(pid)  # exited: its last reading stands
-                    continue
-                self.cpu_s[pid] = max(cpu_s, self.cpu_s.get(pid, 0.0))
-
-    def stop(self) -> float:
-        self._stop.set()
-        self.thread.join()
-        self.conn.close()
-        return sum(self.cpu_s.values())
-
-
 # -- worker processes -------------------------------------------------------
 
 
-class Proc:
-    """One worker subprocess: its ready line, its output, its peak RSS."""
-
-    def __init__(self, argv: list[str], env: dict[str, str], ready_prefix: str) -> None:
-        self.ready_prefix = ready_prefix
-        self.ready = threading.Event()
-        self.ready_at: float | None = None
-        self.lines: list[str] = []
-        self.spawned = time.time()
-        self.popen = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        self.returncode: int | None = None
-        self.max_rss_mib = 0.0
-        self._reaped = threading.Event()
-        self.sampler = threading.Thread(target=self._sample_rss, daemon=True)
-        self.sampler.start()
-
-    def _read(self) -> None:
-        assert self.popen.stdout is not None
-        for line in self.popen.stdout:
-            if self.ready_at is None and line.startswith(self.ready_prefix):
-                self.ready_at = time.time()
-                self.ready.set()
-            self.lines.append(line.rstrip("\n"))
-
-    def _sample_rss(self) -> None:
-        # VmHWM only grows, so the last reading before exit is the peak.
-        status = Path(f"/proc/{self.popen.pid}/status")
-        while not self._reaped.wait(RSS_SAMPLE_S):
-            try:
-                text = status.read_text()
-            except OSError:
-                continue
-            for line in text.splitlines():
-                if line.startswith("VmHWM:"):
-                    kib = int(line.split()[1])
-                    self.max_rss_mib = max(self.max_rss_mib, kib / 1024)
-
-    @property
-    def startup_s(self) -> float | None:
-        return None if self.ready_at is None else self.ready_at - self.spawned
-
-    def wait(self, timeout: float) -> None:
-        """Wait for the process to exit (killed after ``timeout``)."""
-        try:
-            self.returncode = self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.popen.kill()
-            self.returncode = self.popen.wait()
-            self.lines.append("[bench] killed after the timeout")
-        self._reaped.set()
-        self.sampler.join(timeout=5)
-        self.reader.join(timeout=5)
-
-    def terminate(self, timeout: float = 30) -> None:
-        self.popen.terminate()
-        self.wait(timeout)
-
-    def output(self) -> str:
-        return "\n".join(self.lines[-40:])
-
-
-def spawn(system: str, bench_url: str, *, work: str | None) -> Proc:
+def spawn(system: str, bench_url: str, *, work: str | None) -> WorkerProcess:
     """A worker of ``system``: ``work`` noop/sleep5 drains (burst), None listens."""
     env = child_env(bench_url)
     if system == OURS:
@@ -338,22 +182,14 @@ def spawn(system: str, bench_url: str, *, work: str | None) -> Proc:
         ]
         if work is not None:
             argv.append("--burst")
-        return Proc(argv, env, "runjobs ")
+        return WorkerProcess(argv, env, "runjobs ")
     argv = [sys.executable, str(ROOT / "bench" / "baseline.py"), bench_url]
     if work is None:
         argv.append("--listen")
     else:
         batch = RAW_BATCH_SLEEP5 if work == "sleep5" else RAW_BATCH
         argv += ["--threads", str(THREADS), "--work", work, "--batch", str(batch)]
-    return Proc(argv, env, "baseline ready")
-
-
-def wait_ready(procs: list[Proc]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    for proc in procs:
-        while not proc.ready.wait(0.1):
-            if proc.popen.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"a worker never became ready:\n{proc.output()}")
+    return WorkerProcess(argv, env, "baseline ready")
 
 
 # -- workloads --------------------------------------------------------------
@@ -363,28 +199,20 @@ def drain(system: str, bench_url: str, work: str, processes: int) -> dict:
     """Drain JOBS pre-enqueued jobs with ``processes`` workers; one round."""
     reset_tables()
     enqueue_pending("bench.noop" if work == "noop" else "bench.sleep5", JOBS)
-    gate = Gate(bench_url)
-    procs: list[Proc] = []
     backends = BackendCpu(bench_url)
-    children_before = _children_cpu_s()
-    try:
-        procs = [spawn(system, bench_url, work=work) for _ in range(processes)]
-        wait_ready(procs)
-        time.sleep(GATE_SETTLE_S)
-        boot_cpu_s = sum(_process_cpu_s(p.popen.pid) for p in procs)
-        started = gate.open()
-    except BaseException:
-        for proc in procs:
-            proc.popen.kill()
-        raise
-    finally:
-        gate.close()
+    children_before = children_cpu_s()
+    gated = start_behind_gate(
+        bench_url, lambda: spawn(system, bench_url, work=work), processes
+    )
+    procs, started = gated.procs, gated.started
     budget = 60 + JOBS * (SLEEP_S if work == "sleep5" else 0.002)
     for proc in procs:
         proc.wait(budget)
     # What the drain cost the workers: their boot (Django's setup, the
     # same for every round and nothing to do with jobs) is taken off.
-    worker_cpu_s = _children_cpu_s() - children_before - boot_cpu_s
+    # (Reaped children only: every worker process of a drain is waited for
+    # before this is read.)
+    worker_cpu_s = children_cpu_s() - children_before - gated.boot_cpu_s
     db_cpu_s = backends.stop()
     done, last_done, first_claim = execute(
         "SELECT count(*), extract(epoch FROM max(updated_at)), "
@@ -450,13 +278,13 @@ def pickup_latency(system: str, bench_url: str) -> dict:
     }
 
 
-def drive_pickups(proc: Proc, handle: Any, count: int) -> dict[str, float]:
+def drive_pickups(proc: WorkerProcess, handle: Any, count: int) -> dict[str, float]:
     """Enqueue ``count`` jobs to the idle worker ``proc``; their commit times.
 
     Each is enqueued in autocommit, LATENCY_GAP_S after the one before; the
     answer is taken once all of them ran (rows in ``bench_latency``).
     """
-    wait_ready([proc])
+    wait_until_ready([proc])
     time.sleep(IDLE_SETTLE_S)
     for _ in range(LATENCY_WARMUP_JOBS):  # first-use costs, not measured
         handle.enqueue()
@@ -476,7 +304,7 @@ def drive_pickups(proc: Proc, handle: Any, count: int) -> dict[str, float]:
     return committed
 
 
-def wait_latency_rows(count: int, proc: Proc, timeout: float = 30) -> None:
+def wait_latency_rows(count: int, proc: WorkerProcess, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while execute("SELECT count(*) FROM bench_latency")[0][0] < count:
         if time.monotonic() > deadline:
@@ -732,7 +560,7 @@ def print_ratios(summary: dict) -> None:
 
 
 def main() -> None:
-    base_url = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "

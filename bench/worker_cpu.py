@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import collections
 import gc
-import os
 import resource
 import sys
 import time
@@ -35,10 +34,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import throughput as tp  # noqa: E402
-from bench.common import drop_database, recreate_database  # noqa: E402
+from bench.common import (  # noqa: E402
+    bench_db_name,
+    drop_database,
+    recreate_database,
+    server_url,
+)
 
-DB = "bench_uj_worker_cpu"
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
+DB = bench_db_name("bench_uj_worker_cpu")
 THREADS = {"_loop": "claim loop", "_slot_main": "slots (8)", "_settler_main": "settler"}
 THREADS["_keeper_main"] = "keeper"
 
@@ -47,7 +50,7 @@ def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     jobs = int(args[0]) if args else 30_000
     heap_as_is = "--heap-as-is" in sys.argv
-    base = os.environ.get("DATABASE_URL", DEFAULT_URL)
+    base = server_url(DB)
     url = recreate_database(base, DB)
     try:
         tp.setup_django(url)

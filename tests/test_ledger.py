@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import pytest
 from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from django_ultimate_jobs.errors import JobsError
@@ -595,6 +596,30 @@ def test_admin_lists_lines_by_account_currency_and_key_and_shows_balances(
     balances = admin_client.get(reverse("admin:ultimate_jobs_ledgerline_balances")).text
     for shown in ("10.00 EUR", "-10.00 EUR", "5.00 USD", "-5.00 USD"):
         assert shown in balances
+
+
+def test_admin_lists_filter_without_reading_every_value_and_balances_link_them(
+    admin_client, pg_driver, payments
+):
+    """No list enumerates its filter values (a SELECT DISTINCT over every
+    line or posting on each page); the balances page links each account and
+    currency to its lines, and the chosen value shows in the sidebar."""
+    _two_postings(payments)
+    lines = reverse("admin:ultimate_jobs_ledgerline_changelist")
+    postings = reverse("admin:ultimate_jobs_ledgerposting_changelist")
+    with CaptureQueriesContext(connection) as ran:
+        assert admin_client.get(lines).status_code == 200
+        assert admin_client.get(postings).status_code == 200
+        assert admin_client.get(postings, {"tenant": "none"}).status_code == 200
+    distinct = [q["sql"] for q in ran.captured_queries if "DISTINCT" in q["sql"]]
+    assert distinct == []
+    balances = admin_client.get(reverse("admin:ultimate_jobs_ledgerline_balances"))
+    link = f"{lines}?account=cash&amp;currency=USD"
+    assert link in balances.text
+    cash_usd = admin_client.get(lines, {"account": "cash", "currency": "USD"}).text
+    assert "5.00 USD" in cash_usd and "-5.00 USD" not in cash_usd
+    assert "10.00 EUR" not in cash_usd
+    assert ">cash</a>" in cash_usd  # the chosen account, in the sidebar
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,14 @@ def test_a_stopped_server_refuses_and_starts_again_on_the_same_url(scratch_pg):
     assert _connects(scratch_pg.url)
 
 
+def test_waiting_for_a_stopped_server_fails_at_its_deadline_saying_why(scratch_pg):
+    scratch_pg.stop()
+    with pytest.raises(ScratchPostgresError, match="does not accept connections"):
+        scratch_pg.wait_ready(timeout=0.5)
+    scratch_pg.start()
+    scratch_pg.wait_ready(timeout=10)
+
+
 def test_scratch_db_is_migrated_and_reached_by_worker_subprocesses(scratch_db):
     with psycopg.connect(scratch_db.url) as conn:
         applied = conn.execute(

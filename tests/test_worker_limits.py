@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
+from django.db import connection, connections
 
 from django_ultimate_jobs.drivers.base import ClaimOptions
+from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.limits import LimitConfig
 from django_ultimate_jobs.worker.runner import Worker
+from tests.support.backends import terminate_backends
+from tests.support.waiting import wait_until
+from tests.support.workers import database_url
 
 pytestmark = pytest.mark.postgres
 
@@ -84,6 +90,70 @@ def test_a_lapsed_row_over_a_limit_is_shed_without_spending_its_attempt(
     (execution,) = worker.tick()
     assert execution.outcome == "completed"
     assert pg_driver.get(enqueued.id).attempt == 1
+
+
+def test_a_shed_whose_connection_is_terminated_is_reported_and_the_worker_goes_on(
+    committed_pg_driver, tenanted, monkeypatch, caplog
+):
+    """The claim connection is killed between a claim and the shed of a full
+    tenant's re-taken row: the claim role reports it (the process's outage,
+    not a shed-failed traceback), reconnects, and every row ends done at
+    attempt 1 (the shed row by its lease's lapse)."""
+    url, database = (
+        database_url(connection.settings_dict),
+        connection.settings_dict["NAME"],
+    )
+    gone = ClaimOptions(queues=["lim"], limit=1, worker_id="gone", visibility_ms=500)
+    retaken = tenanted.enqueue(t="a").id
+    assert len(committed_pg_driver.claim(gone).claimed) == 1  # lapses in 0.5 s
+    config = WorkerConfig.from_settings(
+        queues=("lim",),
+        limits=LimitConfig(per_tenant=1),
+        visibility_ms=2_000,
+        heartbeat_ms=500,
+        poll_ms=50,
+    )
+    worker = Worker(config, driver=committed_pg_driver)
+    assert worker._limiter is not None
+    running = worker._limiter.try_acquire("lim", "a")  # another of a's runs
+    assert running is not None
+    killed: list[object] = []
+    real_nack = committed_pg_driver.nack
+
+    def nack_after_a_kill(request):
+        if not killed and threading.current_thread().name == "claimer":
+            killed.extend(terminate_backends(url, "uj:claim:%", database=database))
+        return real_nack(request)
+
+    monkeypatch.setattr(committed_pg_driver, "nack", nack_after_a_kill)
+
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+    runner = threading.Thread(target=run, name="claimer", daemon=True)
+    runner.start()
+    try:
+        wait_until(lambda: killed, 15, message=lambda: caplog.text)
+        others = [tenanted.enqueue(t=f"b{i}").id for i in range(5)]
+        running.release()
+        wait_until(
+            lambda: Job.objects.filter(state="done").count() == 6,
+            20,
+            message=lambda: f"{list(Job.objects.values_list('state', 'attempt'))}",
+        )
+    finally:
+        worker.request_stop(deadline_s=5)
+        runner.join(10)
+    rows = Job.objects.filter(id__in=[retaken, *others])
+    assert {(r.state, r.attempt) for r in rows} == {("done", 1)}
+    lost = [r for r in caplog.records if r.msg == "jobs.db.lost"]
+    assert [r.role for r in lost if r.levelno == logging.WARNING] == ["claim"]
+    assert "jobs.limits.shed-failed" not in caplog.text
+    assert "jobs.db.recovered" in caplog.text
 
 
 def test_a_queue_limited_to_zero_is_never_claimed(pg_driver, tenanted):

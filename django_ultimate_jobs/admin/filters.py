@@ -1,4 +1,4 @@
-"""List filters that never ``SELECT DISTINCT`` over the job table.
+"""List filters that never ``SELECT DISTINCT`` over a big table.
 
 Their choices come from what is declared (job states, the registry's job
 names and queues, the ``QUEUES`` setting), so a filter sidebar costs no
@@ -24,6 +24,7 @@ from ..validation import storable
 __all__ = [
     "FILTER_PARAMETERS",
     "LIST_FILTERS",
+    "ChosenValueFilter",
     "NameFilter",
     "QueueFilter",
     "StateFilter",
@@ -99,17 +100,26 @@ class NameFilter(_ExactFilter):
         return [(h.name, h.name) for h in sorted(registered_jobs(), key=str)]
 
 
-class TenantFilter(_ExactFilter):
+class ChosenValueFilter(_ExactFilter):
+    """A filter on a column whose values are not enumerable: shown only when set.
+
+    Listing the values would be a ``SELECT DISTINCT`` over the whole table on
+    every page; the value comes from a link instead (the jobs list's tenant
+    column, the ledger balances' accounts and currencies) or the URL.
+    """
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        """The chosen value only, so the sidebar shows it (and "All" clears it)."""
+        value = self.value()
+        return [(value, value)] if value else []
+
+
+class TenantFilter(ChosenValueFilter):
     """``?tenant=<id>``: shown only when set (tenants are not enumerable)."""
 
     title = "tenant"
     parameter_name = "tenant"
     field = "tenant_id"
-
-    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        """The chosen tenant only: listing every tenant would scan the table."""
-        value = request.GET.get(self.parameter_name)
-        return [(value, value)] if value else []
 
 
 LIST_FILTERS = (StateFilter, QueueFilter, NameFilter, TenantFilter)

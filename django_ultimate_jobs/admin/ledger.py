@@ -3,7 +3,9 @@
 Nothing here writes: postings are written by ``ledger()`` jobs only, and the
 database refuses UPDATE and DELETE on both tables anyway. The lists filter
 on account, currency and posting key, and take no other lookup from the
-query string (as :class:`~.jobs.JobAdmin` does); a value PostgreSQL cannot
+query string (as :class:`~.jobs.JobAdmin` does). No filter lists its values
+(a ``SELECT DISTINCT`` over every line on each page): the balances page
+links each account and currency to its lines. A value PostgreSQL cannot
 hold (a NUL, a lone surrogate) redirects to ``?e=1`` as any invalid filter
 does. The balances page takes ``account``, ``currency`` and ``tenant`` only.
 """
@@ -26,10 +28,12 @@ from ..errors import LedgerEntryInvalid
 from ..ledger import Money, model_book
 from ..models import LedgerLine, LedgerPosting
 from ..validation import storable
+from .filters import ChosenValueFilter
 
 __all__ = ["LedgerLineAdmin", "LedgerPostingAdmin"]
 
-# The query-string parameters the filters below produce; nothing else.
+# The query-string parameters the filters below take; nothing else. The
+# ``__exact`` forms are those of the earlier enumerating filters (bookmarks).
 LINE_LOOKUPS = frozenset({"account", "account__exact", "currency", "currency__exact"})
 POSTING_LOOKUPS = frozenset({"tenant", "tenant__exact"})
 BALANCE_PARAMETERS = ("account", "currency", "tenant")
@@ -82,6 +86,30 @@ def _by_key(
     return (queryset.filter(**{field: term}) if term else queryset), False
 
 
+class AccountFilter(ChosenValueFilter):
+    """``?account=``: set from the balances page (accounts are not enumerable)."""
+
+    title = "account"
+    parameter_name = "account"
+    field = "account"
+
+
+class CurrencyFilter(ChosenValueFilter):
+    """``?currency=``: set from the balances page, as the account is."""
+
+    title = "currency"
+    parameter_name = "currency"
+    field = "currency"
+
+
+class PostingTenantFilter(ChosenValueFilter):
+    """``?tenant=``: a posting's tenant, shown only when set."""
+
+    title = "tenant"
+    parameter_name = "tenant"
+    field = "tenant"
+
+
 class LedgerLineInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
     """A posting's lines, in order."""
 
@@ -102,7 +130,7 @@ class LedgerPostingAdmin(_List, admin.ModelAdmin):  # type: ignore[type-arg]
     """Postings, newest first; search by exact key; lines inline."""
 
     list_display = ("key", "tenant", "ledger", "line_count", "posted_at")
-    list_filter = ("tenant",)
+    list_filter = (PostingTenantFilter,)
     search_fields = ("key",)
     search_help_text = "An exact posting key."
     ordering = ("-id",)
@@ -125,7 +153,7 @@ class LedgerLineAdmin(_List, admin.ModelAdmin):  # type: ignore[type-arg]
     """Lines, newest first; filter by account and currency, search by key."""
 
     list_display = ("posting_key", "line", "account", "amount", "posted_at")
-    list_filter = ("currency", "account")
+    list_filter = (CurrencyFilter, AccountFilter)
     list_select_related = ("posting",)
     search_fields = ("posting__key",)
     search_help_text = "An exact posting key."

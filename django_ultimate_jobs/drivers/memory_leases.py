@@ -30,23 +30,57 @@ class LeaseRow:
 
 
 class LeaseTable:
-    """Lease rows keyed by ``(key, slot)``, and one fence sequence."""
+    """Lease rows keyed by ``(key, slot)``, and one fence sequence.
+
+    Rows are kept per key (as the primary key's index serves the statements
+    on Postgres): a call about one key reads that key's slots only, however
+    many other keys hold rows. Only the listings and the retention sweep
+    read every row (:meth:`items`).
+    """
 
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, int], LeaseRow] = {}
+        self._keys: dict[str, dict[int, LeaseRow]] = {}
         self.fence = 0
+
+    def get(self, key: str, slot: int) -> LeaseRow | None:
+        """The row of ``(key, slot)``, if any."""
+        slots = self._keys.get(key)
+        return None if slots is None else slots.get(slot)
+
+    def put(self, key: str, slot: int, row: LeaseRow) -> None:
+        """Store ``row`` as ``(key, slot)``, replacing the row there."""
+        self._keys.setdefault(key, {})[slot] = row
+
+    def delete(self, key: str, slot: int) -> None:
+        """Delete the row of ``(key, slot)`` (the key goes with its last row)."""
+        slots = self._keys[key]
+        del slots[slot]
+        if not slots:
+            del self._keys[key]
+
+    def slots(self, key: str) -> list[tuple[int, LeaseRow]]:
+        """The rows of ``key``, lapsed ones included, in slot order."""
+        return sorted(self._keys.get(key, {}).items(), key=lambda item: item[0])
+
+    def items(self) -> list[tuple[str, int, LeaseRow]]:
+        """Every row as ``(key, slot, row)``, unordered (listings, sweeps)."""
+        return [
+            (key, slot, row)
+            for key, slots in self._keys.items()
+            for slot, row in slots.items()
+        ]
 
     def acquire(
         self, key: str, limit: int, ttl_ms: int, holder: str, now: datetime
     ) -> HeldLease | None:
         """The lowest slot with no live row, taken (its lapsed row replaced)."""
         for slot in range(limit):
-            row = self.rows.get((key, slot))
+            row = self.get(key, slot)
             if row is not None and row.expires_at > now:
                 continue
             self.fence += 1
             expires_at = now + timedelta(milliseconds=ttl_ms)
-            self.rows[(key, slot)] = LeaseRow(holder, self.fence, expires_at)
+            self.put(key, slot, LeaseRow(holder, self.fence, expires_at))
             return HeldLease(
                 key=key,
                 slot=slot,
@@ -58,7 +92,7 @@ class LeaseTable:
 
     def renew(self, lease: HeldLease, ttl_ms: int, now: datetime) -> bool:
         """Push the expiry while the holder holds the slot and it has not lapsed."""
-        row = self.rows.get((lease.key, lease.slot))
+        row = self.get(lease.key, lease.slot)
         if row is None or row.holder != lease.holder or row.expires_at <= now:
             return False
         row.expires_at = now + timedelta(milliseconds=ttl_ms)
@@ -66,10 +100,10 @@ class LeaseTable:
 
     def release(self, lease: HeldLease) -> bool:
         """Delete the row if the holder holds it (lapsed or not, as the SQL does)."""
-        row = self.rows.get((lease.key, lease.slot))
+        row = self.get(lease.key, lease.slot)
         if row is None or row.holder != lease.holder:
             return False
-        del self.rows[(lease.key, lease.slot)]
+        self.delete(lease.key, lease.slot)
         return True
 
     def lead(self, key: str, holder: str, ttl_ms: int, now: datetime) -> bool:
@@ -78,29 +112,22 @@ class LeaseTable:
         Its fence counts takeovers of this key (1, then +1 per new holder),
         not grants of the shared sequence, as the Postgres statement does.
         """
-        row = self.rows.get((key, 0))
+        row = self.get(key, 0)
         if row is not None and row.holder != holder and row.expires_at > now:
             return False
         fence = 1 if row is None else row.fence + (row.holder != holder)
-        self.rows[(key, 0)] = LeaseRow(
-            holder, fence, now + timedelta(milliseconds=ttl_ms)
-        )
+        self.put(key, 0, LeaseRow(holder, fence, now + timedelta(milliseconds=ttl_ms)))
         return True
 
     def resign(self, key: str, holder: str) -> None:
         """Give up the leader lease ``key`` if ``holder`` holds it."""
-        row = self.rows.get((key, 0))
+        row = self.get(key, 0)
         if row is not None and row.holder == holder:
-            del self.rows[(key, 0)]
+            self.delete(key, 0)
 
     def live(self, key: str, now: datetime) -> list[tuple[int, LeaseRow]]:
         """The unexpired rows of ``key`` in slot order."""
-        found = [
-            (slot, row)
-            for (row_key, slot), row in self.rows.items()
-            if row_key == key and row.expires_at > now
-        ]
-        return sorted(found, key=lambda item: item[0])
+        return [(slot, row) for slot, row in self.slots(key) if row.expires_at > now]
 
 
 class MemoryLeases:
@@ -147,13 +174,9 @@ class MemoryLeases:
         """Delete every row of ``key``; answer them (see ``LeaseStore.evict``)."""
         with self.driver._lock:
             table = self.driver._lease_table
-            rows = sorted(
-                (row_key, slot, row)
-                for (row_key, slot), row in table.rows.items()
-                if row_key == key
-            )
+            rows = [(key, slot, row) for slot, row in table.slots(key)]
             for _, slot, _ in rows:
-                del table.rows[(key, slot)]
+                table.delete(key, slot)
             return _records(rows, self.driver._now())
 
     def records(self, *, prefix: str = "", limit: int = 200) -> list[LeaseRecord]:
@@ -161,7 +184,7 @@ class MemoryLeases:
         with self.driver._lock:
             rows = sorted(
                 (key, slot, row)
-                for (key, slot), row in self.driver._lease_table.rows.items()
+                for key, slot, row in self.driver._lease_table.items()
                 if key.startswith(prefix)
             )[:limit]
             return _records(rows, self.driver._now())

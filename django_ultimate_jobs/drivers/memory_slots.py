@@ -5,7 +5,8 @@ and the settling statements do to ``ultimate_jobs_lease``: a key has
 ``limit`` numbered slots, a claim takes the lowest free ones (a slot is free
 when nobody holds it or its lease expired), a renewal lands only while the
 slot is unexpired and still the holder's, and a settle frees only the slot
-its own claim holds. Called under the driver's lock.
+its own claim holds. Called under the driver's lock; each call reads the
+key's own slots only (the table keeps its rows per key).
 """
 
 from __future__ import annotations
@@ -30,14 +31,9 @@ class SlotTable:
     def __init__(self, table: LeaseTable) -> None:
         self._table = table
 
-    def _slots(self, key: str) -> list[tuple[int, LeaseRow]]:
-        return sorted(
-            (slot, row) for (k, slot), row in self._table.rows.items() if k == key
-        )
-
     def live(self, key: str, now: datetime) -> list[str]:
         """The holders of the key's unexpired slots, in slot order."""
-        return [row.holder for _, row in self._slots(key) if row.expires_at > now]
+        return [row.holder for _, row in self._table.live(key, now)]
 
     def take(
         self, key: str, limit: int, holder: str, now: datetime, expires_at: datetime
@@ -45,21 +41,21 @@ class SlotTable:
         """Grant the lowest free slot below ``limit``; ``None`` when the key is full."""
         # As the statement: the room is the limit minus the live slots (a
         # slot above a lowered limit still counts), the slot the lowest free.
-        if len(self.live(key, now)) >= limit:
+        table = self._table
+        if len(table.live(key, now)) >= limit:
             return None
-        rows = self._table.rows
         for number in range(limit):
-            current = rows.get((key, number))
+            current = table.get(key, number)
             if current is None or current.expires_at <= now:
-                self._table.fence += 1
-                rows[(key, number)] = LeaseRow(holder, self._table.fence, expires_at)
+                table.fence += 1
+                table.put(key, number, LeaseRow(holder, table.fence, expires_at))
                 return number
         return None
 
     def renew(self, key: str, holder: str, now: datetime, expires_at: datetime) -> bool:
         """Extend the holder's unexpired slots of ``key``; False if none is left."""
         renewed = False
-        for _, row in self._slots(key):
+        for _, row in self._table.slots(key):
             if row.holder == holder and row.expires_at > now:
                 row.expires_at = expires_at
                 renewed = True
@@ -67,9 +63,9 @@ class SlotTable:
 
     def release(self, key: str, holder: str) -> None:
         """Free the holder's slots of ``key`` (another holder's are untouched)."""
-        for number, row in self._slots(key):
+        for number, row in self._table.slots(key):
             if row.holder == holder:
-                del self._table.rows[(key, number)]
+                self._table.delete(key, number)
 
     def busy_for(self, key: str, limit: int, job_id: UUID, now: datetime) -> bool:
         """Whether OTHER jobs hold at least ``limit`` live slots of ``key``."""

@@ -68,6 +68,7 @@ from .jsonb import loads as _loads
 from .postgres_cron import PostgresCron
 from .postgres_leases import PostgresLeases
 from .postgres_steps import PostgresEvents, PostgresSteps
+from .prepare import EXPLICIT_PREPARE_ONLY, prepare_explicit_only
 from .rowbuild import row_builder
 from .sql import query
 from .steps_base import step_not_found
@@ -77,7 +78,6 @@ __all__ = ["PostgresDriver", "coded_failure"]
 # An insert that found a conflict is retried once: a holder that settled
 # between the insert and the lookup frees the key (upstream ENQUEUE_ATTEMPTS).
 _ENQUEUE_ROUNDS = 2
-_EXPLICIT_PREPARE_ONLY = 2**31 - 1
 _GENERIC_PLAN_CONNECTIONS: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
 """Connections already switched to generic plans (see ``_rows``)."""
 MAX_WORKER_IN_FLIGHT = 100
@@ -157,15 +157,12 @@ class PostgresDriver(PostgresCron):
         # instead of on every call (the client-binding cursors Django uses
         # by default cannot prepare; planning was most of an enqueue).
         raw = connection.connection
-        if self.prepare and raw.prepare_threshold is None:
-            # Django turns preparing off on its connections (None). A huge
-            # threshold keeps Django's own queries unprepared, as configured,
-            # while the explicit prepare=True below still prepares ours.
-            raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
+        if self.prepare:
+            prepare_explicit_only(raw)  # Django turns preparing off (None)
         if (
             threading.get_ident() in self._generic_plan_threads
             and raw not in _GENERIC_PLAN_CONNECTIONS
-            and raw.prepare_threshold == _EXPLICIT_PREPARE_ONLY
+            and raw.prepare_threshold == EXPLICIT_PREPARE_ONLY
             and not connection.in_atomic_block
         ):
             # See use_generic_plans_in_this_thread(). Checked per call, so a

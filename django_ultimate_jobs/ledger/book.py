@@ -16,8 +16,7 @@ import psycopg
 from django.db import connections, router
 from django.db.models import Sum
 
-# The driver's setting of Django's connections: only explicit prepares.
-from ..drivers.postgres import _EXPLICIT_PREPARE_ONLY
+from ..drivers.prepare import prepare_explicit_only
 from ..drivers.sql import query
 from ..errors import JobDeclarationInvalid, LedgerEntryInvalid, LedgerPostingConflict
 from ..validation import MAX_KEY_BYTES
@@ -147,8 +146,7 @@ class ModelBook:
         connection.ensure_connection()
         connection.validate_no_broken_transaction()
         raw = connection.connection
-        if raw.prepare_threshold is None:
-            raw.prepare_threshold = _EXPLICIT_PREPARE_ONLY
+        prepare_explicit_only(raw)
         with connection.wrap_database_errors, psycopg.Cursor(raw) as cursor:
             cursor.execute(self._statements[name], params, prepare=True)
             return cursor.fetchall()

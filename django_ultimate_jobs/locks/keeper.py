@@ -6,7 +6,10 @@ transaction, where a grant would stay invisible to the other holders until
 commit (two holders at once) and a rollback would take it back. The
 connection is the ``lock`` role (``worker/dbrole.py``): named
 ``uj:lock:...``, reset after a loss and retried on the process-wide outage
-schedule, so a terminated backend costs a renewal, not the lock.
+schedule, so a terminated backend costs a renewal, not the lock. It reports
+to the process's outage tracker (:func:`~..worker.dbrole.process_outage`),
+shared with a worker's roles: one ``jobs.db.lost`` per outage, not one more
+from the keeper.
 
 Renewals run every ttl / 3. A lock is lost when a renewal is refused (the
 lease lapsed or was taken) or when none landed within the ttl, measured on
@@ -31,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import connections
 
-from ..worker.dbrole import DatabaseOutage, RoleConnection, recover
+from ..worker.dbrole import RoleConnection, process_outage, recover
 
 if TYPE_CHECKING:
     from ..context import CancellationToken
@@ -133,7 +136,8 @@ class LockKeeper:
         self._gates: dict[str, _Gate] = {}
         self._gate_cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self.outage = DatabaseOutage()
+        self.outage = process_outage()
+        """The process's: an outage the worker's roles saw is logged once."""
 
     # -- callers' side ---------------------------------------------------------
 

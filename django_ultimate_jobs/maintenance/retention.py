@@ -189,14 +189,14 @@ def _sweep_memory(driver: Any, target: str, now: datetime) -> dict[str, int]:
     if target == "locks":
         before = now - LOCK_ROW_GRACE
         with driver._lock:
-            rows = driver._lease_table.rows
+            table = driver._lease_table
             lapsed = [
-                key
-                for key, row in rows.items()
-                if key[0].startswith("lock:") and row.expires_at < before
+                (key, slot)
+                for key, slot, row in table.items()
+                if key.startswith("lock:") and row.expires_at < before
             ]
-            for key in lapsed:
-                del rows[key]
+            for key, slot in lapsed:
+                table.delete(key, slot)
         return {"locks": len(lapsed)}
     states = (JobState.DONE,) if target == "done" else _FAILED_STATES
     before = now - timedelta(milliseconds=_window_ms(target))

@@ -60,6 +60,7 @@ from ..worker.dbrole import (
     RoleConnection,
     close_thread_connections,
     is_unavailable,
+    process_outage,
 )
 from .store import Claimed, OutboxStore, outbox_database
 
@@ -121,7 +122,8 @@ class OutboxRelay:
         suffix = uuid.uuid4().hex[:8]
         self.worker_id = worker_id or f"relay:{os.getpid()}:{suffix}"
         self.token = f"{self.worker_id}:{suffix}"
-        self.outage = outage = outage or DatabaseOutage()
+        # The process's (a web process's locks share it): one report per outage.
+        self.outage = outage = outage or process_outage()
         aliases = dict.fromkeys([settings.outbox_database, settings.database])
         self.roles = [
             RoleConnection(

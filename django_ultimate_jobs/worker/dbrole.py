@@ -20,6 +20,9 @@ given a :class:`RoleConnection`:
   most, however many threads wait;
 - the outage is logged once when it starts (``jobs.db.lost``) and once when
   the first role gets through again (``jobs.db.recovered``), not per try.
+  One tracker per process (:func:`process_outage`): the worker's roles and
+  the lock keeper (``locks/keeper.py``) share it, so a database restart
+  under a job holding a lock is still one line each way.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ __all__ = [
     "is_connection_gone",
     "is_connection_lost",
     "is_database_away",
+    "process_outage",
     "recover",
     "reset_broken_connections",
     "sqlstate",
@@ -194,7 +198,14 @@ class DatabaseOutage:
 
     def on_recovery(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from the recovering thread) when an outage ends."""
-        self._on_recovery.append(callback)
+        with self._lock:
+            self._on_recovery.append(callback)
+
+    def off_recovery(self, callback: Callable[[], None]) -> None:
+        """Stop calling ``callback`` (its thread ended; the tracker outlives it)."""
+        with self._lock:
+            if callback in self._on_recovery:
+                self._on_recovery.remove(callback)
 
     @property
     def down(self) -> bool:
@@ -297,13 +308,34 @@ class DatabaseOutage:
             self._down_since = None
             self._recovered_at = now
             tries = self._tries
+            callbacks = tuple(self._on_recovery)
             self._up.set()
         logger.warning(
             "jobs.db.recovered",
             extra={"role": role, "outage_s": round(outage_s, 3), "tries": tries},
         )
-        for callback in self._on_recovery:
+        for callback in callbacks:
             callback()
+
+
+_PROCESS_OUTAGE: tuple[int, DatabaseOutage] | None = None
+_PROCESS_OUTAGE_LOCK = threading.Lock()
+
+
+def process_outage() -> DatabaseOutage:
+    """This process's :class:`DatabaseOutage` (made on first use).
+
+    Every role of the process that talks to the jobs database reports to
+    it: the worker's threads and the lock keeper, whose renewals fail in
+    the same outage. A forked child gets its own (the parent's threads,
+    and their view, did not survive the fork).
+    """
+    global _PROCESS_OUTAGE
+    with _PROCESS_OUTAGE_LOCK:
+        pid = os.getpid()
+        if _PROCESS_OUTAGE is None or _PROCESS_OUTAGE[0] != pid:
+            _PROCESS_OUTAGE = (pid, DatabaseOutage())
+        return _PROCESS_OUTAGE[1]
 
 
 class RoleConnection:

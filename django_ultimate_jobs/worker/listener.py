@@ -135,6 +135,8 @@ class WakeListener:
                     self._redial_now.wait(cap / 2 + random.random() * cap / 2)
                     self._redial_now.clear()
         finally:
+            if self.role is not None:
+                self.role.outage.off_recovery(self._redial_now.set)
             connections.close_all()
 
     def _report(self, error: Exception) -> None:

@@ -63,12 +63,12 @@ from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .config import WorkerConfig
 from .dbrole import (
-    DatabaseOutage,
     RoleConnection,
     close_thread_connections,
     drop_dead_connections,
     is_connection_gone,
     is_database_away,
+    process_outage,
     recover,
     reset_broken_connections,
 )
@@ -167,8 +167,9 @@ class Worker:
         self._fresh_turn = True
         """Whether the next limited claim skips partly used tenants (_limited)."""
         self._leases: dict[UUID, Lease] = {}
-        self.outage = DatabaseOutage()
-        """Shared by every role of this process: one backoff, one log line each way."""
+        self.outage = process_outage()
+        """Shared by every role of this process (and its lock keeper): one
+        backoff, one log line each way."""
         self._claim_db = self.role("claim")
         self._settle_db = self.role("settle")
         self._keep_db = self.role("keep")
@@ -398,7 +399,6 @@ class Worker:
                     )
                     self._pause(self.config.poll_ms / 1000)
                 continue
-            self._claim_db.ok()
             if buried:
                 self._settler.announce_buried(buried)
             if claimed or buried:
@@ -580,6 +580,8 @@ class Worker:
                 self._uncapped_after = time.monotonic() + self.config.poll_ms / 1000
         if not self._capped and uncapped and self._stranded_due(result):
             result = self._claim_stranded(result, options)
+        # The claim landed (a shed below may still find the connection gone).
+        self._claim_db.ok()
         if result.claimed:
             fault_point(AFTER_CLAIM_COMMIT)
         attempts = []
@@ -687,9 +689,11 @@ class Worker:
         # spending its attempt, and with no delay (its place in the claim
         # order is kept). One write in the claim thread, outside the lock:
         # rare, and the settler is not needed for it. A failed write must
-        # not lose the rows this claim admitted (they are held already):
-        # it is logged, and the row is left to its lease, whose lapse costs
-        # no attempt (a re-taken row's start is recorded only before its body).
+        # not lose the rows this claim admitted (they are held already): the
+        # claim role reports it (a lost connection is reset, and an outage
+        # paces the next claim), and the row is left to its lease, whose
+        # lapse costs no attempt (a re-taken row's start is recorded only
+        # before its body).
         logger.info(
             "jobs.limits.shed",
             extra={
@@ -708,13 +712,13 @@ class Worker:
                     counts_as_attempt=False,
                 )
             )
-        except Exception:
-            logger.warning(
-                "jobs.limits.shed-failed",
-                extra={"job_id": str(claimed.id)},
-                exc_info=True,
-            )
-            reset_broken_connections()
+        except Exception as error:
+            if not self._claim_db.failed(error):
+                logger.warning(
+                    "jobs.limits.shed-failed",
+                    extra={"job_id": str(claimed.id)},
+                    exc_info=True,
+                )
 
     def _release_limits(self, job_ids: list[UUID]) -> bool:
         # Call with the lock held; idempotent (a lease is popped once).

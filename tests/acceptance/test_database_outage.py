@@ -24,7 +24,7 @@ import pytest
 from django.db import connection
 
 from django_ultimate_jobs.models import Job
-from tests.jobsapp.jobs import effect, steady
+from tests.jobsapp.jobs import effect, locked, steady
 from tests.jobsapp.models import Effect
 from tests.support.waiting import wait_until
 from tests.support.workers import REPO_ROOT, WorkerFleet, subprocess_env_for_url
@@ -96,6 +96,32 @@ def test_a_ten_second_outage_is_waited_out_quietly_and_finished_work_is_kept(
     assert len(outage_log) <= 10, "\n".join(outage_log)
     text = "\n".join(outage_log)
     assert text.count("jobs.db.lost") == 1 and text.count("jobs.db.recovered") == 1
+    assert worker.alive()
+
+
+def test_an_outage_under_a_held_lock_is_logged_once_by_the_process(proxied_fleet):
+    """A body holds a lock when the network goes: the worker's roles and the
+    lock keeper renewing it all fail, and the process says so once each way
+    (the keeper used to keep its own view and log a second pair)."""
+    fleet, proxy = proxied_fleet
+    worker = fleet.start("--concurrency", "2")
+    held = locked.enqueue(key="outage", sleep_ms=6000).id
+    wait_until(
+        lambda: Effect.objects.filter(job_id=held, kind="locked").exists(),
+        PICKUP_S,
+        message=fleet.logs,
+    )
+    lines_before = len(worker.output().splitlines())
+    cut_at = time.monotonic()
+    proxy.cut()
+    # Long enough for several renewals (every 667 ms) to fail.
+    wait_until(lambda: time.monotonic() - cut_at >= 3.0, 8)  # fault
+    proxy.restore()
+
+    wait_until(lambda: _done([held]), PICKUP_S, message=fleet.logs)
+    text = "\n".join(worker.output().splitlines()[lines_before:])
+    assert text.count("jobs.db.lost") == 1, text
+    assert text.count("jobs.db.recovered") == 1, text
     assert worker.alive()
 
 

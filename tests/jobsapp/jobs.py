@@ -192,6 +192,16 @@ def write_after(ctx, *, sleep_ms: int):
     _record(ctx, "end")
 
 
+@job(name="tests.locked", retry=Retry(attempts=3, delay="100ms"))
+def locked(ctx, *, key: str, sleep_ms: int):
+    """Hold ``lock(key)`` (renewed by the lock keeper) for ``sleep_ms``."""
+    from django_ultimate_jobs import lock
+
+    with lock(key, ttl="2s"):
+        _record(ctx, "locked")
+        ctx.cancellation.wait(sleep_ms / 1000)
+
+
 # -- backfills (tests/test_backfills.py, tests/acceptance/test_backfill_crash.py)
 
 

@@ -51,7 +51,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,6 +63,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from .waiting import WaitTimeout, wait_until
 from .workers import REPO_ROOT, subprocess_env_for_url
 
 __all__ = [
@@ -307,20 +307,25 @@ class ScratchPostgres:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait (with a deadline) until a new connection runs a query."""
-        deadline = time.monotonic() + timeout
-        while True:
+        refused: list[psycopg.OperationalError] = []
+
+        def answers() -> bool:
             try:
                 with psycopg.connect(self.dsn, connect_timeout=2) as conn:
                     conn.execute("select 1")
-                    return
-            except psycopg.OperationalError as exc:
-                if time.monotonic() >= deadline:
-                    raise ScratchPostgresError(
-                        f"the scratch server on port {self.port} does not accept "
-                        f"connections after {timeout}s: {exc}\n{self.log_tail()}"
-                    ) from exc
-            # The poll interval of a deadline-bounded wait (crash recovery).
-            time.sleep(0.05)
+            except psycopg.OperationalError as exc:  # crash recovery, starting
+                refused[:] = [exc]
+                return False
+            return True
+
+        try:
+            wait_until(answers, timeout)
+        except WaitTimeout as timed_out:
+            cause = refused[-1] if refused else timed_out
+            raise ScratchPostgresError(
+                f"the scratch server on port {self.port} does not accept "
+                f"connections after {timeout}s: {cause}\n{self.log_tail()}"
+            ) from cause
 
     def running(self) -> bool:
         """Whether the postmaster runs (``pg_ctl status``)."""

@@ -281,7 +281,7 @@ def _deadline_ms(seconds: float | None) -> int | None:
 def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
     """Run the cron scheduler thread around the body, unless turned off."""
     from ...crontask import registered_tasks
-    from ...worker.dbrole import DatabaseOutage, RoleConnection
+    from ...worker.dbrole import RoleConnection, process_outage
 
     # With no task declared there is nothing to lead: no lease traffic.
     if options["no_scheduler"] or not registered_tasks():
@@ -294,7 +294,7 @@ def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]
             "schedule",
             using=jobs_settings().database,
             worker_id=new_worker_id(),
-            outage=DatabaseOutage(),
+            outage=process_outage(),
         )
     thread = SchedulerThread(Scheduler(role=role))
     thread.start()
