@@ -41,7 +41,9 @@ The drain processes run with ``--burst`` and exit when idle.
 Each workload runs ``BENCH_TP_ROUNDS`` times (default 3), the systems
 interleaved (baseline, ours, baseline, ours...); the table shows medians,
 ``bench/results/throughput.json`` every round. Knobs: ``BENCH_TP_JOBS``
-(10000), ``BENCH_TP_LATENCY_JOBS`` (200), ``BENCH_TP_ROUNDS`` (3).
+(10000), ``BENCH_TP_LATENCY_JOBS`` (200), ``BENCH_TP_ROUNDS`` (3),
+``BENCH_TP_ONLY`` (a comma-separated list of workloads, e.g. ``latency``;
+the results then go to ``bench/results/throughput-<workloads>.json``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -243,23 +246,7 @@ def pickup_latency(system: str, bench_url: str) -> dict:
     reset_tables()
     proc = spawn(system, bench_url, work=None)
     try:
-        wait_until_ready([proc])
-        time.sleep(IDLE_SETTLE_S)
-        for _ in range(LATENCY_WARMUP_JOBS):  # first-use costs, not measured
-            handle.enqueue()
-            time.sleep(LATENCY_GAP_S)
-        wait_latency_rows(LATENCY_WARMUP_JOBS, proc)
-        execute("TRUNCATE bench_latency")
-        time.sleep(IDLE_SETTLE_S)
-        committed: dict[str, float] = {}
-        begin = time.monotonic()
-        for index in range(LATENCY_JOBS):
-            pause = begin + index * LATENCY_GAP_S - time.monotonic()
-            if pause > 0:
-                time.sleep(pause)
-            answer = handle.enqueue()
-            committed[str(answer.id)] = time.time()
-        wait_latency_rows(LATENCY_JOBS, proc)
+        committed = drive_pickups(proc, handle, LATENCY_JOBS)
     finally:
         proc.terminate()
     rows = execute(
@@ -291,6 +278,32 @@ def pickup_latency(system: str, bench_url: str) -> dict:
     }
 
 
+def drive_pickups(proc: WorkerProcess, handle: Any, count: int) -> dict[str, float]:
+    """Enqueue ``count`` jobs to the idle worker ``proc``; their commit times.
+
+    Each is enqueued in autocommit, LATENCY_GAP_S after the one before; the
+    answer is taken once all of them ran (rows in ``bench_latency``).
+    """
+    wait_until_ready([proc])
+    time.sleep(IDLE_SETTLE_S)
+    for _ in range(LATENCY_WARMUP_JOBS):  # first-use costs, not measured
+        handle.enqueue()
+        time.sleep(LATENCY_GAP_S)
+    wait_latency_rows(LATENCY_WARMUP_JOBS, proc)
+    execute("TRUNCATE bench_latency")
+    time.sleep(IDLE_SETTLE_S)
+    committed: dict[str, float] = {}
+    begin = time.monotonic()
+    for index in range(count):
+        pause = begin + index * LATENCY_GAP_S - time.monotonic()
+        if pause > 0:
+            time.sleep(pause)
+        answer = handle.enqueue()
+        committed[str(answer.id)] = time.time()
+    wait_latency_rows(count, proc)
+    return committed
+
+
 def wait_latency_rows(count: int, proc: WorkerProcess, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while execute("SELECT count(*) FROM bench_latency")[0][0] < count:
@@ -317,6 +330,15 @@ if SCALE:
         f"no-op drain, {SCALE_PROCESSES} procs x 8",
         lambda s, u: drain(s, u, "noop", SCALE_PROCESSES),
     )
+ONLY = [k for k in os.environ.get("BENCH_TP_ONLY", "").split(",") if k]
+"""Run only these workloads (keys of WORKLOADS), e.g. ``latency``."""
+if ONLY:
+    unknown = sorted(set(ONLY) - set(WORKLOADS))
+    if unknown:
+        raise SystemExit(
+            f"BENCH_TP_ONLY: no workload {unknown}; one of {sorted(WORKLOADS)}"
+        )
+    WORKLOADS = {k: v for k, v in WORKLOADS.items() if k in ONLY}
 
 
 def run_all(bench_url: str) -> dict:
@@ -379,36 +401,44 @@ def summarize(rounds: dict) -> dict:
         one = rounds["noop_1p"][RAW]
         return spread([r["rate"] / b["rate"] for r, b in zip(raw, one, strict=True)])
 
-    ratios = {
-        "noop_1p": per_round("noop_1p", "rate"),
-        "noop_2p": per_round("noop_2p", "rate"),
-        "scale_2p": per_round("noop_2p", "rate", "noop_1p"),
-        "raw_scale_2p": raw_scale("noop_2p"),
-        "sleep5_1p": per_round("sleep5_1p", "rate"),
-        "latency_p50": per_round("latency", "p50_ms"),
-        "latency_p99": per_round("latency", "p99_ms"),
+    ratios: dict[str, dict] = {
         "rss": spread(
             [
                 max(max(rounds[k][OURS][i]["rss_mib"]) for k in rounds)
                 / max(max(rounds[k][RAW][i]["rss_mib"]) for k in rounds)
-                for i in range(len(rounds["noop_1p"][OURS]))
+                for i in range(ROUNDS)
             ]
         ),
-        "cpu_per_job_1p": spread(
+    }
+    if "noop_1p" in rounds:
+        ratios["noop_1p"] = per_round("noop_1p", "rate")
+        ratios["cpu_per_job_1p"] = spread(
             [
                 b["jobs_per_cpu_s"] / o["jobs_per_cpu_s"]
                 for o, b in zip(
                     rounds["noop_1p"][OURS], rounds["noop_1p"][RAW], strict=True
                 )
             ]
-        ),
-    }
+        )
+    if "noop_2p" in rounds:
+        ratios["noop_2p"] = per_round("noop_2p", "rate")
+    if "noop_1p" in rounds and "noop_2p" in rounds:
+        ratios["scale_2p"] = per_round("noop_2p", "rate", "noop_1p")
+        ratios["raw_scale_2p"] = raw_scale("noop_2p")
+    if "sleep5_1p" in rounds:
+        ratios["sleep5_1p"] = per_round("sleep5_1p", "rate")
+    if "latency" in rounds:
+        ratios["latency_p50"] = per_round("latency", "p50_ms")
+        ratios["latency_p99"] = per_round("latency", "p99_ms")
     if "noop_8p" in rounds:
         ratios["noop_8p"] = per_round("noop_8p", "rate")
-        ratios["scale_8p"] = per_round("noop_8p", "rate", "noop_1p")
-        ratios["raw_scale_8p"] = raw_scale("noop_8p")
+        if "noop_1p" in rounds:
+            ratios["scale_8p"] = per_round("noop_8p", "rate", "noop_1p")
+            ratios["raw_scale_8p"] = raw_scale("noop_8p")
     summary["ratios"] = ratios
-    summary["verdicts"] = {key: _meets(key, ratios[key]["median"]) for key in TARGETS}
+    summary["verdicts"] = {
+        key: _meets(key, ratios[key]["median"]) for key in TARGETS if key in ratios
+    }
     return summary
 
 
@@ -430,7 +460,15 @@ def fmt(entry: dict, digits: int = 0) -> str:
 
 
 def print_tables(summary: dict) -> None:
-    ratios = summary["ratios"]
+    drains = [k for k in ("noop_1p", "noop_2p", "sleep5_1p", "noop_8p") if k in summary]
+    if drains:
+        print_drains(summary, drains)
+    if "latency" in summary:
+        print_latency(summary)
+    print_ratios(summary)
+
+
+def print_drains(summary: dict, drains: list[str]) -> None:
     print()
     print(
         f"Drain throughput: {JOBS:,} pre-enqueued jobs, median (min-max) of {ROUNDS} "
@@ -442,7 +480,6 @@ def print_tables(summary: dict) -> None:
     )
     print(head)
     print("-" * len(head))
-    drains = [k for k in ("noop_1p", "noop_2p", "sleep5_1p", "noop_8p") if k in summary]
     for key in drains:
         label = WORKLOADS[key][0]
         for system in (RAW, OURS):
@@ -460,6 +497,9 @@ def print_tables(summary: dict) -> None:
         "(jobs per CPU-s = jobs / (worker processes' CPU + their backends' CPU); "
         "RSS = peak of any process in any round)"
     )
+
+
+def print_latency(summary: dict) -> None:
     print()
     print(
         f"Pickup latency: {LATENCY_JOBS} jobs enqueued 20 ms apart in autocommit, one "
@@ -485,6 +525,10 @@ def print_tables(summary: dict) -> None:
             f"{system:14} {fmt(entry['p50_ms'], 2):>20} {fmt(entry['p99_ms'], 2):>20} "
             f"{split_claim:>16} {split_run:>19}"
         )
+
+
+def print_ratios(summary: dict) -> None:
+    ratios = summary["ratios"]
     print()
     print(
         "Ratios to the raw loop, each taken within one round (ours / raw run back "
@@ -508,7 +552,7 @@ def print_tables(summary: dict) -> None:
         if key not in ratios:
             continue
         target = ok = ""
-        if key in TARGETS:
+        if key in summary["verdicts"]:
             kind, bound = TARGETS[key]
             target = f"{'>=' if kind == 'min' else '<='} {bound}"
             ok = verdict(summary["verdicts"][key])
@@ -530,10 +574,14 @@ def main() -> None:
     rounds = run_all(bench_url)
     summary = summarize(rounds)
     print_tables(summary)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    # A partial run (BENCH_TP_ONLY) does not replace the full run's file.
+    results = (
+        RESULTS.with_name(f"throughput-{'-'.join(ONLY)}.json") if ONLY else RESULTS
+    )
+    results.parent.mkdir(parents=True, exist_ok=True)
     import django
 
-    RESULTS.write_text(
+    results.write_text(
         json.dumps(
             {
                 "bench": "throughput",
@@ -555,7 +603,7 @@ def main() -> None:
         )
         + "\n"
     )
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    print(f"\nwrote {results.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -43,6 +43,30 @@ def test_claimed_times_are_the_datetimes_django_reads(transactional_db):
     assert connection.timezone is UTC  # the case the fast loader serves
 
 
+def test_after_a_session_zone_change_claimed_times_are_still_django_s(
+    transactional_db,
+):
+    # The kept cursor is keyed by the session's zone: after a SET TIME ZONE
+    # on the same connection it must not keep psycopg's loader (which would
+    # answer the session's zone), but read what Django's cursors read.
+    handle = get_job("tests.noop")
+    handle.enqueue()
+    _claim(handle.queue, 1)  # the UTC cursor is kept
+    enqueued = handle.enqueue()
+    with connection.cursor() as cursor:
+        cursor.execute("SET TIME ZONE 'Asia/Tokyo'")
+    try:
+        claimed = _claim(handle.queue, 1)
+        row = Job.objects.get(pk=enqueued.id)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SET TIME ZONE 'UTC'")
+
+    assert [job.id for job in claimed] == [enqueued.id]
+    assert claimed[0].claimed_at == row.claimed_at
+    assert claimed[0].claimed_at.tzinfo is row.claimed_at.tzinfo
+
+
 def test_a_claimed_job_is_the_dataclass_the_row_describes(transactional_db):
     # ClaimedJob is built by rowbuild (slots set through their descriptors,
     # not __init__): it must equal the one __init__ builds from the row, and

@@ -173,8 +173,10 @@ class PostgresDriver(PostgresCron):
         # One cursor per thread, connection and pair of time zones, kept:
         # building one per statement (and its adapters map) was a tenth of an
         # enqueue. The zones decide its timestamptz loader (_fast_loaders);
-        # a setting change or a SET TIME ZONE gets a new cursor.
-        zones = (connection.timezone, raw.info.timezone)
+        # a setting change or a SET TIME ZONE gets a new cursor. The
+        # session's zone is compared by the name the server reported
+        # (raw.info builds a ConnectionInfo and looks a tzinfo up per read).
+        zones = (connection.timezone, raw.pgconn.parameter_status(b"TimeZone"))
         kept = self._local.__dict__.get("cursor")
         if kept is None or kept[0] is not raw or kept[1] != zones:
             kept = self._local.cursor = (raw, zones, psycopg.Cursor(raw))
@@ -337,7 +339,10 @@ class PostgresDriver(PostgresCron):
         limit = options.limit - len(capped)
         if (limit <= 0 or not options.uncapped) and options.registry_ttl_ms is None:
             return ClaimResult(capped, [])
-        started = sum(1 for job in capped if job.start_recorded)
+        started = retaken = 0
+        if capped:
+            started = sum(1 for job in capped if job.start_recorded)
+            retaken = sum(1 for job in capped if job.retaken)
         retake = options.limit if options.retake is None else options.retake
         rows = self._rows(
             "job_claim",
@@ -350,7 +355,7 @@ class PostgresDriver(PostgresCron):
                 "unstarted_error": LEASE_LAPSED_UNSTARTED,
                 "ttl": options.registry_ttl_ms,
                 "start_now": max(options.start_now - started, 0),
-                "retake": max(retake - sum(1 for job in capped if job.retaken), 0),
+                "retake": max(retake - retaken, 0),
                 **_tenant_skip(options),
             },
         )

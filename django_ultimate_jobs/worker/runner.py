@@ -75,6 +75,7 @@ from .dbrole import (
 from .executor import Attempt, Execution, run_attempt, settle_for
 from .limits import Lease, Limiter
 from .settler import Settler
+from .wakeflag import WakeFlag
 
 __all__ = ["Worker", "new_worker_id"]
 
@@ -148,7 +149,7 @@ class Worker:
         self._chunk_job_started: list[float | None] = [None] * config.concurrency
         self._stuck = 0
         self._suspects = _OneAtATime()
-        self._wake = threading.Event()
+        self._wake = WakeFlag()
         self._slots: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._settles: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
@@ -300,6 +301,28 @@ class Worker:
         with self._lock:
             return self._free_locked()
 
+    def _claim_room(self) -> tuple[int, int, int, int]:
+        # What the claim loop reads before each claim, under one acquire of
+        # the lock (four helpers taking it in turn were a fifth of the Python
+        # between an idle worker's wake and its claim): the free capacity
+        # (_free_locked), the attempts held, the idle slots (_idle_slots) and
+        # the re-take allowance (_retake).
+        with self._lock:
+            held = len(self._held)
+            busy = held - len(self._ran) + self._stuck
+            retake = 1
+            if held:
+                for attempt in self._held.values():
+                    if attempt.claimed.retaken and not attempt.settled:
+                        retake = 0
+                        break
+            return (
+                self._free_locked(),
+                held,
+                max(0, self.config.concurrency - busy),
+                retake,
+            )
+
     def _free_locked(self) -> int:
         # Slots plus claim-ahead, minus attempts not yet run; settles in
         # flight are bounded by one settle batch more. Call with the lock held.
@@ -338,8 +361,7 @@ class Worker:
             generic()  # this thread claims, and does nothing else
         self._claim_db.bind()
         while self.state == "running":
-            free = self._free_capacity()
-            held = self.held_count()
+            free, held, idle, retake = self._claim_room()
             if free <= 0 or (held > 0 and free < self._worth_claiming()):
                 self._pause(self.config.poll_ms / 1000)
                 continue
@@ -357,10 +379,16 @@ class Worker:
                 if not uncapped and capped == 0:
                     self._pause(self.config.poll_ms / 1000)
                     continue
+                # start_now: how many claimed rows will start at once: idle
+                # slots (attempts held but not yet run occupy one each,
+                # running or queued), and no more than the chunks a full
+                # claim makes. The claim records those as started; the rest
+                # are held ahead, and a crash before they start costs them
+                # no attempt.
                 claimed, buried = self._claim(
                     limit,
-                    start_now=self._idle_heads(limit),
-                    retake=self._retake(),
+                    start_now=min(idle, -(-limit // self._chunk_size(limit))),
+                    retake=retake,
                     capped=capped,
                     uncapped=uncapped,
                 )
@@ -373,7 +401,6 @@ class Worker:
                 continue
             if buried:
                 self._settler.announce_buried(buried)
-            self._dispatch(claimed)
             if claimed or buried:
                 self.backoff.reset()
                 if (
@@ -382,6 +409,7 @@ class Worker:
                     or self._limiter is not None
                     or len(claimed) + len(buried) >= limit
                 ):
+                    self._dispatch(claimed)
                     continue
                 # A short claim took every row due now: the next one comes on
                 # a wake (an enqueue's NOTIFY, a settle freeing capacity) or
@@ -391,10 +419,15 @@ class Worker:
                 # Not for a capped or limited worker: its claims are short by
                 # design (fleet-wide slots, a rotating key scan, the limiter's
                 # room) and the next one finds more.
+            # The wait is worked out before the slots get the claimed rows:
+            # from the hand-over until this thread blocks, the slot that
+            # starts them waits for the GIL (bench/README.md, pickup).
+            wait = self._idle_wait()
+            self._dispatch(claimed)
             if self.config.burst and self.held_count() == 0:
                 self.request_stop(reason="burst")
                 break
-            self._wake.wait(self._idle_wait())
+            self._wake.wait(wait)
             self._wake.clear()
 
     def _idle_wait(self) -> float:
@@ -423,14 +456,6 @@ class Worker:
         if self._mean_ms < CHUNK_BELOW_MS:
             return max(CHUNK_MIN, -(-count // self.config.concurrency))
         return 1
-
-    def _idle_heads(self, limit: int) -> int:
-        # How many claimed rows will start at once: slots with nothing to
-        # run (attempts held but not yet run occupy one each, running or
-        # queued), and no more than the chunks a full claim makes. The claim
-        # records those as started; the rest are held ahead, and a crash
-        # before they start costs them no attempt.
-        return min(self._idle_slots(), -(-limit // self._chunk_size(limit)))
 
     def _uncapped_due(self) -> bool:
         # See _claim: a capped worker whose last claim found no uncapped row

@@ -1,0 +1,63 @@
+"""The claim loop's wake: ``threading.Event``'s four calls, waited on in C.
+
+An idle worker's pickup crosses this wake twice: the LISTEN thread sets it,
+and the claim loop returns from it, claims, hands the rows to a slot and
+waits on it again. ``threading.Event`` is Python over a ``Condition``: about
+ten Python calls to enter a wait (a lock allocated per wait) and as many to
+leave it and to set it, each on the pickup's path (the slot that starts the
+claimed job waits for the GIL until the claim loop blocks). Here the wait is
+one ``SimpleQueue.get``, in C, and a set is one ``put`` (bench/README.md,
+pickup).
+
+For one waiting thread (the claim loop), any number of setters. As with
+``Event``, a ``set()`` that lands between a ``wait()`` returning and the
+``clear()`` after it is absorbed by that ``clear()``: the claim loop claims
+after every wake, so nothing is missed. A ``set()`` racing a ``clear()`` can
+leave a token behind, which costs one early return of the next ``wait()``
+(one empty claim pass), never a lost wake.
+"""
+
+from __future__ import annotations
+
+import queue
+
+__all__ = ["WakeFlag"]
+
+
+class WakeFlag:
+    """Set / is_set / wait / clear, like ``threading.Event``, for one waiter."""
+
+    __slots__ = ("_flag", "_tokens")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._tokens: queue.SimpleQueue[bool] = queue.SimpleQueue()
+
+    def set(self) -> None:
+        """Wake the waiter (now, or its next wait)."""
+        if not self._flag:
+            self._flag = True
+            self._tokens.put(True)
+
+    def is_set(self) -> bool:
+        """Whether a wake is pending."""
+        return self._flag
+
+    def wait(self, timeout: float) -> bool:
+        """Block until set or ``timeout`` seconds; True if set."""
+        if self._flag:
+            return True
+        try:
+            self._tokens.get(timeout=max(timeout, 0.0))  # Event takes < 0 too
+        except queue.Empty:
+            return self._flag
+        return True
+
+    def clear(self) -> None:
+        """Forget a pending wake (after a wait, before the work it asked for)."""
+        self._flag = False
+        while not self._tokens.empty():
+            try:
+                self._tokens.get_nowait()
+            except queue.Empty:
+                break

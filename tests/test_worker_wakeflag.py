@@ -1,0 +1,95 @@
+"""The claim loop's wake (worker/wakeflag.py) keeps threading.Event's promises.
+
+The claim loop relies on them: a set before the wait is not lost, a set from
+another thread ends the wait at once, a cleared wake does not end the next
+wait early, and a wait with nothing set lasts its timeout.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from django_ultimate_jobs.worker.wakeflag import WakeFlag
+from tests.support.waiting import wait_until
+
+
+def test_a_set_before_the_wait_ends_it_at_once():
+    wake = WakeFlag()
+    wake.set()
+    wake.set()  # twice: still one pending wake
+    assert wake.is_set()
+    started = time.monotonic()
+    assert wake.wait(5.0) is True
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_cleared_wake_does_not_end_the_next_wait():
+    wake = WakeFlag()
+    wake.set()
+    wake.set()
+    wake.clear()
+    assert not wake.is_set()
+    started = time.monotonic()
+    assert wake.wait(0.05) is False
+    assert time.monotonic() - started >= 0.04
+
+
+def test_a_set_from_another_thread_ends_a_wait_in_progress():
+    wake = WakeFlag()
+    waiting = threading.Event()
+    answers: list[tuple[bool, float]] = []
+
+    def waiter() -> None:
+        waiting.set()
+        started = time.monotonic()
+        answers.append((wake.wait(30.0), time.monotonic() - started))
+
+    thread = threading.Thread(target=waiter)
+    thread.start()
+    waiting.wait(5.0)
+    wake.set()
+    thread.join(10.0)
+    assert answers and answers[0][0] is True
+    assert answers[0][1] < 10.0
+    wake.clear()
+    assert not wake.is_set()
+
+
+def test_every_set_of_many_threads_is_seen_by_a_loop_that_waits_then_clears():
+    """The claim loop's pattern: wait, clear, work; setters never starve it."""
+    wake = WakeFlag()
+    rounds = 200
+    done = threading.Event()
+    seen: list[int] = []
+    sent = [0]
+    lock = threading.Lock()
+
+    def loop() -> None:
+        while not done.is_set():
+            if wake.wait(5.0):
+                wake.clear()
+                with lock:
+                    seen.append(sent[0])
+
+    def setter() -> None:
+        for _ in range(rounds):
+            with lock:
+                sent[0] += 1
+            wake.set()
+            # The next set only once the loop has handled this one: each
+            # set must be followed by a wake-up, none may be lost.
+            target = sent[0]
+            wait_until(
+                lambda t=target: seen and seen[-1] >= t, timeout=5, interval=0.001
+            )
+
+    thread = threading.Thread(target=loop)
+    thread.start()
+    try:
+        setter()
+    finally:
+        done.set()
+        wake.set()
+        thread.join(10.0)
+    assert seen[-1] >= rounds
