@@ -243,12 +243,12 @@ def _hold_first_slot(pg_driver, declared):
         return None
 
     keyed.enqueue_many([{"account": "a", "n": n} for n in range(3)])
-    keyed.enqueue(account="b", n=9)
     worker = Worker(
         WorkerConfig.from_settings(queues=("capped",), concurrency=1), driver=pg_driver
     )
     (attempt,), _ = worker._claim(1)
     assert attempt.claimed.concurrency_key == "job-key:t.capped.keyed:a"
+    keyed.enqueue(account="b", n=9)
     return worker, attempt
 
 

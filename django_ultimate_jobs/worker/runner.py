@@ -102,6 +102,16 @@ CHUNK_YIELD_S = 0.005
 """A job in a chunk that runs longer has the rest of its chunk moved to other slots."""
 HANDOVER_TENURE = 6
 """Runs in a row a capped key's slot goes to by hand-over before it is let go."""
+CAPPED_AHEAD = 4
+"""Capped rows held per thread beyond the running ones while jobs are short.
+
+Measured with bench/limits.py (keyed limit 1, 100 keys, 3 x 8 threads, settles
+handing slots over): 1 per thread drained 0.53x the uncapped rate, 2 0.64-0.72x,
+3 0.73-0.77x, 4 0.80-0.81x, 6 0.74x. A key held ahead waits in this worker,
+but a key nobody holds waits for a claim to reach it, and each settle hands
+a held key its next run at once: the fleet should hold about every key with
+a backlog. Below the uncapped claim's whole batch (claim_batch, 64).
+"""
 
 
 def new_worker_id() -> str:
@@ -452,10 +462,8 @@ class Worker:
     def _capped_room(self) -> int:
         # Capped rows hold their fleet-wide slot from the claim, so one held
         # here waiting for a thread keeps its key from every other worker:
-        # at most two rows per thread ahead, and only while jobs are short
-        # (small claims were the capped fleet's bottleneck in bench/limits.py:
-        # one ahead per thread drained 0.44x the uncapped rate, two 0.54x; a
-        # long job gains nothing from being held ahead).
+        # at most CAPPED_AHEAD rows per thread ahead, and only while jobs are
+        # short (a long job gains nothing from being held ahead).
         if not self._capped:
             return 0
         ahead = self._capped_ahead()
@@ -474,7 +482,8 @@ class Worker:
         return room
 
     def _capped_ahead(self) -> int:
-        return 2 * self.config.concurrency if self._mean_ms < SHORT_JOB_MS else 0
+        short = self._mean_ms < SHORT_JOB_MS
+        return CAPPED_AHEAD * self.config.concurrency if short else 0
 
     def _capped_room_now(self) -> int:
         # Idle slots plus the capped rows that may wait ahead, minus those

@@ -470,8 +470,10 @@ WITH RECURSIVE clock AS MATERIALIZED (
     SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k,
            j.concurrency_limit AS lim, 0 AS lapsed
       FROM ultimate_jobs_job j
-     WHERE j.id = ANY(ARRAY(SELECT id FROM heads ORDER BY priority DESC, run_at, id
-                             LIMIT %(limit)s))
+     WHERE j.id = ANY(ARRAY(SELECT id FROM (SELECT * FROM heads
+                                             ORDER BY priority DESC, run_at, id
+                                             LIMIT 2 * %(limit)s) h
+                             ORDER BY priority DESC, random() LIMIT %(limit)s))
        AND j.state = 'ready'
        FOR UPDATE OF j SKIP LOCKED
 ), pool AS (
