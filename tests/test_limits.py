@@ -12,6 +12,7 @@ import threading
 import pytest
 
 from django_ultimate_jobs import Concurrency
+from django_ultimate_jobs.drivers.base import AckRequest, Handover
 from django_ultimate_jobs.errors import JobsError
 from django_ultimate_jobs.models import Job, Lease
 from django_ultimate_jobs.operator import retry as operator_retry
@@ -231,3 +232,79 @@ def test_a_lost_slot_stops_the_body_with_slot_lost(pg_driver, declared):
     # The settle landed but freed nothing: the slot is the other holder's.
     assert list(Lease.objects.values_list("holder", flat=True)) == ["elsewhere:x"]
     assert Job.objects.get(id=enqueued.id).state == "ready"
+
+
+def _hold_first_slot(pg_driver, declared):
+    """Three rows of one key (limit 1) and one of another; the first row
+    claimed with its slot. Answers (job handle, worker, claimed attempt)."""
+
+    @declared(concurrency=Concurrency(key=lambda i: i["account"], limit=1))
+    def keyed(ctx, *, account: str, n: int):
+        return None
+
+    keyed.enqueue_many([{"account": "a", "n": n} for n in range(3)])
+    worker = Worker(
+        WorkerConfig.from_settings(queues=("capped",), concurrency=1), driver=pg_driver
+    )
+    (attempt,), _ = worker._claim(1)
+    assert attempt.claimed.concurrency_key == "job-key:t.capped.keyed:a"
+    keyed.enqueue(account="b", n=9)
+    return worker, attempt
+
+
+def _settle_handing_over(pg_driver, worker, attempt, release=()):
+    claimed = attempt.claimed
+    return pg_driver.ack_many_handover(
+        [AckRequest(job_id=claimed.id, identity=claimed.identity)],
+        Handover(
+            queues=("capped",),
+            limit=4,
+            worker_id=worker.id,
+            visibility_ms=30_000,
+            release=release,
+        ),
+    )
+
+
+def test_a_settle_hands_its_slot_to_the_next_row_of_its_key(pg_driver, declared):
+    """The slot goes to the key's next row, claimed in the settle, with a new fence."""
+    worker, attempt = _hold_first_slot(pg_driver, declared)
+    key = attempt.claimed.concurrency_key
+    before = Lease.objects.get(lease_key=key)
+    first = (
+        Job.objects.filter(concurrency_key=key, state="ready")
+        .order_by("-priority", "run_at", "id")
+        .first()
+    )
+    landed, heirs = _settle_handing_over(pg_driver, worker, attempt)
+    assert landed == [True]
+    (heir,) = heirs
+    row = Job.objects.get(id=heir.id)
+    assert (row.id, row.state, row.claimed_by) == (first.id, "running", worker.id)
+    assert (heir.concurrency_key, heir.claims, heir.attempt) == (key, 1, 1)
+    # The same lease row, now the heir's, fenced anew; the other key untouched.
+    after = Lease.objects.get(lease_key=key)
+    assert after.id == before.id and after.holder == f"{worker.id}:{heir.id}"
+    assert after.fence > before.fence
+    assert Lease.objects.count() == 1
+    assert Job.objects.filter(state="ready").count() == 2
+
+
+def test_a_settle_that_lost_its_slot_hands_nothing_over(pg_driver, declared):
+    """Fenced: a slot another holder took is neither freed nor handed over."""
+    worker, attempt = _hold_first_slot(pg_driver, declared)
+    Lease.objects.update(holder="elsewhere:x")
+    landed, heirs = _settle_handing_over(pg_driver, worker, attempt)
+    assert (landed, heirs) == ([True], [])
+    assert list(Lease.objects.values_list("holder", flat=True)) == ["elsewhere:x"]
+    assert Job.objects.filter(state="ready").count() == 3
+
+
+def test_a_released_key_frees_its_slot_instead(pg_driver, declared):
+    """A key named in release gets its slot freed, for any claim to take."""
+    worker, attempt = _hold_first_slot(pg_driver, declared)
+    key = attempt.claimed.concurrency_key
+    landed, heirs = _settle_handing_over(pg_driver, worker, attempt, release=[key])
+    assert (landed, heirs) == ([True], [])
+    assert not Lease.objects.exists()
+    assert Job.objects.filter(state="ready").count() == 3

@@ -39,6 +39,7 @@ __all__ = [
     "CounterTotal",
     "EnqueueRequest",
     "Enqueued",
+    "Handover",
     "JobDriver",
     "JobFilter",
     "JobRecord",
@@ -198,6 +199,19 @@ class ClaimedJob:
     def identity(self) -> ClaimIdentity:
         """The fence every later write of this attempt presents."""
         return ClaimIdentity(self.claimed_by, self.claims)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Handover:
+    """What a settle may claim in the slots it frees (``ack_many_handover``):
+    up to ``limit`` heirs, one per key, for ``worker_id`` in ``queues``;
+    the slots of the keys in ``release`` are freed, never handed over."""
+
+    queues: Sequence[str]
+    limit: int
+    worker_id: str
+    visibility_ms: int
+    release: Sequence[str] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

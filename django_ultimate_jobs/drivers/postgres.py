@@ -53,6 +53,7 @@ from .base import (
     CounterTotal,
     Enqueued,
     EnqueueRequest,
+    Handover,
     JobFilter,
     JobRecord,
     NackRequest,
@@ -460,31 +461,56 @@ class PostgresDriver(PostgresCron):
 
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
         """Settle successful attempts, one statement per worker; answers in order."""
+        return self.ack_many_handover(requests, None)[0]
+
+    def ack_many_handover(
+        self, requests: Sequence[AckRequest], handover: Handover | None
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """:meth:`ack_many`, and with ``handover`` a settled capped row's slot
+        goes to its key's next ready row, claimed here for
+        ``handover.worker_id`` (``job_ack_many_handover``): answers whether
+        each ack landed, in order, and the rows claimed."""
         if not requests:
-            return []
+            return [], []
         by_worker: dict[str, list[AckRequest]] = {}
         for request in requests:
             by_worker.setdefault(request.identity.worker_id, []).append(request)
         landed: set[int] = set()
+        claimed: list[ClaimedJob] = []
         for worker, batch in by_worker.items():
             results = [(r.job_id, _result_json(r.result)) for r in batch]
             results = [(job_id, text) for job_id, text in results if text is not None]
+            params: dict[str, Any] = {
+                "worker": worker,
+                "ids": array_literal([r.job_id for r in batch]),
+                "claims": array_literal([r.identity.claim for r in batch]),
+                "durations": array_literal([r.duration_ms for r in batch]),
+                "uncounted": [r.job_id for r in batch if not r.counted],
+                "result_ids": [job_id for job_id, _ in results],
+                "results": [text for _, text in results],
+            }
+            room = 0 if handover is None else handover.limit - len(claimed)
+            if handover is None or worker != handover.worker_id or room <= 0:
+                rows = self._rows("job_ack_many", params)
+                landed.update(row[0].int for row in rows)
+                continue
             rows = self._rows(
-                "job_ack_many",
+                "job_ack_many_handover",
                 {
-                    "worker": worker,
-                    "ids": array_literal([r.job_id for r in batch]),
-                    "claims": array_literal([r.identity.claim for r in batch]),
-                    "durations": array_literal([r.duration_ms for r in batch]),
-                    "uncounted": [r.job_id for r in batch if not r.counted],
-                    "result_ids": [job_id for job_id, _ in results],
-                    "results": [text for _, text in results],
+                    **params,
+                    "queues": list(handover.queues),
+                    "visibility_ms": handover.visibility_ms,
+                    "handover": room,
+                    "release": list(handover.release),
                 },
             )
-            landed.update(row[0].int for row in rows)
+            landed.update(row[0].int for row in rows if row[9] == "done")
+            heirs = [row for row in rows if row[9] == "running"]
+            heirs.sort(key=lambda row: (-row[8], row[19], row[0]))
+            claimed += [_claimed(row) for row in heirs]
         # Compared as integers: UUID.__hash__ is Python code, two per acked
         # job here (the settler thread's share of a no-op job).
-        return [r.job_id.int in landed for r in requests]
+        return [r.job_id.int in landed for r in requests], claimed
 
     def nack(self, request: NackRequest) -> bool:
         """Hand one attempt back; True if it landed."""

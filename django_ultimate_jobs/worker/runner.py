@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 from uuid import UUID
@@ -45,6 +45,7 @@ from ..drivers.base import (
     ClaimedJob,
     ClaimOptions,
     ClaimResult,
+    Handover,
     JobDriver,
     NackRequest,
     WorkerRecord,
@@ -100,6 +101,18 @@ CHUNK_MIN = 16
 """The smallest chunk: fewer slots woken, as no-op bodies gain nothing from threads."""
 CHUNK_YIELD_S = 0.005
 """A job in a chunk that runs longer has the rest of its chunk moved to other slots."""
+HANDOVER_TENURE = 6
+"""Runs in a row a capped key's slot goes to by hand-over before it is let go."""
+CAPPED_AHEAD = 4
+"""Capped rows held per thread beyond the running ones while jobs are short.
+
+Measured with bench/limits.py (keyed limit 1, 100 keys, 3 x 8 threads, settles
+handing slots over): 1 per thread drained 0.53x the uncapped rate, 2 0.64-0.72x,
+3 0.73-0.77x, 4 0.80-0.81x, 6 0.74x. A key held ahead waits in this worker,
+but a key nobody holds waits for a claim to reach it, and each settle hands
+a held key its next run at once: the fleet should hold about every key with
+a backlog. Below the uncapped claim's whole batch (claim_batch, 64).
+"""
 
 
 def new_worker_id() -> str:
@@ -160,7 +173,12 @@ class Worker:
         self._cutoff_at: float | None = None
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
-        self._settler = Settler(self.driver, on_done=self._settled)
+        self._settler = Settler(
+            self.driver,
+            on_done=self._settled,
+            handover=self._handover,
+            on_heirs=self._take_heirs,
+        )
         # In-process limits (worker/limits.py); None when none is set, so a
         # worker without limits claims exactly as before.
         self._limiter = Limiter(config.limits) if config.limits.active else None
@@ -195,6 +213,10 @@ class Worker:
         self._uncapped_after = 0.0
         self._stranded_at = 0.0
         self._stranded_logged = False
+        self._tenure: dict[str, int] = {}
+        """Per concurrency key: the runs its slot went to by hand-over in a row."""
+        self._tenure_settling: dict[str, int] = {}
+        """The counts of the keys the settle being written may hand over."""
         """Monotonic time before which a capped worker skips the uncapped claim."""
         self._rolled_up_at = time.monotonic()
         self._processed_at_rollup = 0
@@ -465,20 +487,95 @@ class Worker:
     def _capped_room(self) -> int:
         # Capped rows hold their fleet-wide slot from the claim, so one held
         # here waiting for a thread keeps its key from every other worker:
-        # at most two rows per thread ahead, and only while jobs are short
-        # (small claims were the capped fleet's bottleneck in bench/limits.py:
-        # one ahead per thread drained 0.44x the uncapped rate, two 0.54x; a
-        # long job gains nothing from being held ahead).
+        # at most CAPPED_AHEAD rows per thread ahead, and only while jobs are
+        # short (a long job gains nothing from being held ahead).
         if not self._capped:
             return 0
-        ahead = 2 * self.config.concurrency if self._mean_ms < SHORT_JOB_MS else 0
-        held_ahead = self._held_ahead()
-        room = max(0, self._idle_slots() + ahead - held_ahead)
+        ahead = self._capped_ahead()
+        # Runs whose settle is not written yet count as held: their settle
+        # hands each slot to its key's next row (_handover), and a claim
+        # taking that room first left the heirs out (claims of a few rows
+        # each, a statement per key's run: bench/limits.py's capped fleet
+        # spent its database CPU on them).
+        with self._lock:
+            busy = len(self._held) + self._stuck
+        room = max(0, self.config.concurrency + ahead - busy)
         # While threads have rows queued, claim when half the ahead room is
         # free, not per settled run (a claim per run was the bottleneck).
-        if held_ahead > 0 and room < max(1, ahead // 2):
+        if busy > self.config.concurrency and room < max(1, ahead // 2):
             return 0
         return room
+
+    def _capped_ahead(self) -> int:
+        short = self._mean_ms < SHORT_JOB_MS
+        return CAPPED_AHEAD * self.config.concurrency if short else 0
+
+    def _capped_room_now(self) -> int:
+        # Idle slots plus the capped rows that may wait ahead, minus those
+        # waiting now.
+        return max(0, self._idle_slots() + self._capped_ahead() - self._held_ahead())
+
+    def _handover(self, settling: Sequence[ClaimedJob]) -> Handover | None:
+        # A settle of a capped row hands its slot to the key's next ready
+        # row (job_ack_many_handover) while this worker has room for it as
+        # for a capped claim: the key's next run then waits for no claim
+        # (the settle-to-claim gap was a quarter of a key's cycle in
+        # bench/limits.py). Not with in-process limits (the heir would pass
+        # no admission), a recycling worker's budget, nor outside the
+        # threaded loop (tick() runs nothing it did not claim itself).
+        #
+        # A key keeps its slot here for HANDOVER_TENURE runs in a row, then
+        # lets it go to whichever claim comes next: without turns, the keys
+        # a worker happened to hold ran their backlog out first and the
+        # others' backlog was left to run one key at a time at the end
+        # (bench/limits.py drained 4,000 jobs/s, then 1,600 for its last
+        # third). The count of a settling key is taken out here and put
+        # back only for a key that gets an heir (_take_heirs): the map holds
+        # the keys this worker runs by hand-over now, never every key seen.
+        with self._lock:
+            self._tenure_settling = {
+                key: self._tenure.pop(key)
+                for key in {row.concurrency_key for row in settling}
+                if key is not None and key in self._tenure
+            }
+        if (
+            not self._capped
+            or self._limiter is not None
+            or self.config.max_jobs is not None
+            or self.state != "running"
+            or not self._threads
+        ):
+            return None
+        room = self._capped_room_now()
+        if room <= 0:
+            return None
+        return Handover(
+            queues=self.config.queues,
+            limit=room,
+            worker_id=self.id,
+            visibility_ms=self.config.visibility_ms,
+            release=[
+                key
+                for key, runs in self._tenure_settling.items()
+                if runs >= HANDOVER_TENURE
+            ],
+        )
+
+    def _take_heirs(self, claimed: list[ClaimedJob]) -> None:
+        # Rows a settle claimed with the slot it held (see _handover): held
+        # and run as a claim's rows are.
+        attempts = []
+        with self._lock:
+            for row in claimed:
+                key = row.concurrency_key
+                if key is not None:
+                    self._tenure[key] = self._tenure_settling.get(key, 0) + 1
+                attempt = Attempt(row, get_job(row.name))
+                self._held[row.id] = attempt
+                attempts.append(attempt)
+                if attempt.handle is not None:
+                    self._claimed_total += 1
+        self._dispatch(attempts)
 
     def _held_ahead(self) -> int:
         with self._lock:
@@ -591,6 +688,8 @@ class Worker:
                 if self._limiter is not None and not self._admit(claimed):
                     shed.append((claimed, self._limiter.last_refusal))
                     continue
+                if claimed.concurrency_key is not None:
+                    self._tenure.pop(claimed.concurrency_key, None)
                 attempt = Attempt(claimed, get_job(claimed.name))
                 self._held[claimed.id] = attempt
                 attempts.append(attempt)

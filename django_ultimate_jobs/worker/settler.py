@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..drivers.base import JobDriver, JobRecord
+from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord
 from ..errors import JobOnSettledFailed
 from ..registry import get_job
 from ..signals import job_finished
@@ -73,10 +73,20 @@ class Settler:
     """Settles executions for one worker; safe to call from one thread at a time."""
 
     def __init__(
-        self, driver: JobDriver, *, on_done: Callable[[Execution], None] | None = None
+        self,
+        driver: JobDriver,
+        *,
+        on_done: Callable[[Execution], None] | None = None,
+        handover: Callable[[Sequence[ClaimedJob]], Handover | None] | None = None,
+        on_heirs: Callable[[list[ClaimedJob]], None] | None = None,
     ) -> None:
         self.driver = driver
         self.on_done = on_done
+        # A capped worker's acks hand a settled row's slot to its key's next
+        # ready row (ack_many_handover): `handover` says how many it takes
+        # now (None: none), `on_heirs` receives the rows claimed that way.
+        self.handover = handover
+        self.on_heirs = on_heirs
 
     def settle(self, executions: Sequence[Execution]) -> None:
         """Write the settlements of ``executions`` not yet written; announce each.
@@ -113,9 +123,22 @@ class Settler:
                 execution.landed = False  # a lost lease writes nothing
         acks = [e for e in executions if e.ack is not None]
         if acks:
-            landed = self.driver.ack_many([e.ack for e in acks if e.ack is not None])
+            requests = [e.ack for e in acks if e.ack is not None]
+            handover = (
+                self.handover([e.claimed for e in acks])
+                if self.handover is not None
+                else None
+            )
+            ack_handover = getattr(self.driver, "ack_many_handover", None)
+            heirs: list[ClaimedJob] = []
+            if handover is not None and ack_handover is not None:
+                landed, heirs = ack_handover(requests, handover)
+            else:
+                landed = self.driver.ack_many(requests)
             for execution, ok in zip(acks, landed, strict=True):
                 execution.landed = ok
+            if heirs and self.on_heirs is not None:
+                self.on_heirs(heirs)
         for execution in executions:
             if execution.nack is not None:
                 execution.landed = self.driver.nack(execution.nack)

@@ -102,7 +102,90 @@ SELECT count(*) FROM dropped;
 -- freed with the settle, fenced by it: only the rows that settled here free
 -- the slot their claim holds, so a settle that lost its claim never frees a
 -- slot another run holds now.
-WITH clock AS (
+WITH @ack_settled
+), freed AS (
+    DELETE FROM ultimate_jobs_lease AS l
+     USING settled
+     WHERE settled.concurrency_key IS NOT NULL AND l.lease_key = settled.concurrency_key
+       AND l.holder = %(worker)s || ':' || settled.id
+    RETURNING 1
+@ack_counted
+)
+SELECT settled.id FROM settled;
+
+-- name: job_ack_many_handover
+-- job_ack_many for a worker that runs capped jobs: a settled row's slot,
+-- rather than being freed, goes straight to the next ready row of its key
+-- (at most %(handover)s of them, one per key), which this worker claims in
+-- the same statement. The slot stays with its lease row (holder, fence and
+-- expiry updated in place), fenced exactly as the free it replaces: only a
+-- row that settled here hands over, only a slot its claim still holds
+-- unexpired (holder '<worker>:<id>'), so a settle that lost its claim or
+-- its slot hands over nothing. The heir is the key's best ready row (as
+-- job_claim_capped orders a key), due, in %(queues)s, queue not paused,
+-- locked SKIP LOCKED; it is claimed as job_claim_capped claims a row held
+-- ahead (not recorded started). A key's next run then waits for no claim
+-- (bench/limits.py: the settle-to-next-claim gap was a quarter of a key's
+-- cycle). Answers the settled ids (state 'done') and the claimed rows.
+WITH @ack_settled
+), heir AS (
+    SELECT s.id AS prev, s.k, n.id
+      FROM (SELECT DISTINCT ON (concurrency_key) id, concurrency_key AS k FROM settled
+             WHERE concurrency_key <> ALL(%(release)s::text[])
+             ORDER BY concurrency_key, id) s, clock c,
+           LATERAL (SELECT j.id FROM ultimate_jobs_job j
+                     WHERE j.state = 'ready' AND j.concurrency_key = s.k AND j.run_at <= c.now
+                       AND j.queue = ANY(%(queues)s::text[])
+                       AND j.queue NOT IN (SELECT name FROM ultimate_jobs_queue_pause
+                                            WHERE kind = 'queue')
+                     ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1
+                       FOR UPDATE SKIP LOCKED) n
+     LIMIT %(handover)s
+), taken AS (
+    UPDATE ultimate_jobs_lease AS l
+       SET holder = %(worker)s || ':' || h.id, fence = nextval('ultimate_jobs_lease_fence'),
+           expires_at = c.now + %(visibility_ms)s * interval '1 ms'
+      FROM heir h, clock c
+     WHERE l.lease_key = h.k AND l.holder = %(worker)s || ':' || h.prev AND l.expires_at > c.now
+    RETURNING h.id, h.prev
+), freed AS (
+    DELETE FROM ultimate_jobs_lease AS l
+     USING settled
+     WHERE settled.concurrency_key IS NOT NULL AND l.lease_key = settled.concurrency_key
+       AND l.holder = %(worker)s || ':' || settled.id
+       AND settled.id NOT IN (SELECT prev FROM taken)
+    RETURNING 1
+@ack_counted
+), claimed AS (
+@claim_taken
+)
+SELECT * FROM claimed
+UNION ALL
+SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'done', NULL, NULL, NULL, NULL,
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+  FROM settled;
+
+
+-- fragment: claim_taken
+-- Claim the rows of the CTE `taken` (ids) for %(worker)s: running, attempt
+-- counted, leased for %(visibility_ms)s; answers the capped claim's columns
+-- (job_claim_busy's refusals, job_ack_many_handover's heirs).
+UPDATE ultimate_jobs_job AS j
+   SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
+       claimed_by = %(worker)s, claimed_at = c.now, updated_at = c.now,
+       visible_at = c.now + %(visibility_ms)s * interval '1 millisecond'
+  FROM clock c
+ WHERE j.id = ANY(ARRAY(SELECT id FROM taken))
+RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
+          j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
+          j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
+          false, false, j.run_at, j.concurrency_key
+
+
+-- fragment: ack_settled
+-- The settle of job_ack_many and job_ack_many_handover (clock, settle,
+-- settled: the rows that settled, fenced, with their concurrency key).
+clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
 ), settle AS (
     SELECT t.id, t.claim, t.duration_ms, r.result,
@@ -121,12 +204,10 @@ WITH clock AS (
      WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = s.id AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = s.claim
     RETURNING j.id, j.name, s.duration_ms, s.counted, j.concurrency_key
-), freed AS (
-    DELETE FROM ultimate_jobs_lease AS l
-     USING settled
-     WHERE settled.concurrency_key IS NOT NULL AND l.lease_key = settled.concurrency_key
-       AND l.holder = %(worker)s || ':' || settled.id
-    RETURNING 1
+
+
+-- fragment: ack_counted
+-- The counter update of job_ack_many and job_ack_many_handover.
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -139,8 +220,6 @@ WITH clock AS (
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
     RETURNING 1
-)
-SELECT settled.id FROM settled;
 
 
 -- name: job_cancel
@@ -331,12 +410,14 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 -- previous one took, and from the first key again when that came up short,
 -- so claims take turns around the keys instead of all reading every key. Per key, the best rows up to its
 -- free room are READ (heads: no lock); of those, %(limit)s are picked, the
--- highest priority first and at random among equals, and only they are
--- locked (SKIP LOCKED, state re-checked): locking every key's head cost a
--- heap write per key per claim, and workers that all picked the same
--- oldest heads skipped each other's locks and claimed nothing (bench/limits.py
--- measured both). Order across keys is therefore not FIFO; within a key the
--- slots go in claim order. Due delayed/suspended rows and lapsed running
+-- highest priority first and the oldest first among equals, and only they
+-- are locked (SKIP LOCKED, state re-checked): locking every key's head cost
+-- a heap write per key per claim. The oldest heads are the keys furthest
+-- behind (settles hand a slot on within its key, job_ack_many_handover, and
+-- a random pick left some keys' backlog to the end of a drain); each
+-- worker's turn starting at its own key keeps workers from all reaching
+-- for the same heads. Order across keys is only roughly FIFO; within a key
+-- the slots go in claim order. Due delayed/suspended rows and lapsed running
 -- rows of capped jobs (late) join them; a lapsed row takes a slot like a
 -- fresh one (an exhausted lapse is buried by job_claim).
 --
@@ -345,12 +426,16 @@ SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
 --
 -- Each key's candidates are paired with its lowest slots not held by an
 -- unexpired lease (slot numbers below live + candidates suffice: at most
--- `live` of them are taken), the pairs are inserted into the lease table in
--- (key, slot) order (one order for every claim, so two claims never wait on
--- each other in a cycle), a conflict taking over only an expired slot, and
--- only the rows whose slot insert landed are updated to running. A claim
--- that lost a race for a slot claims nothing for it: at worst one poll's
--- delay, never one run too many. Holder = '<worker>:<job id>', the lease
+-- `live` of them are taken). An expired lease row on a paired slot is
+-- deleted first (SKIP LOCKED, expiry re-checked), then the pairs are
+-- inserted into the lease table in (key, slot) order (one order for every
+-- claim, so two claims never wait on each other in a cycle) with ON
+-- CONFLICT DO NOTHING, and only the rows whose slot insert landed are
+-- updated to running. DO NOTHING, not DO UPDATE ... WHERE expired: the
+-- latter locks the live row it does not take until the claim commits, and
+-- the holder's settle (which frees or hands over that row) waits on it.
+-- A claim that lost a race for a slot claims nothing for it: at worst one
+-- poll's delay, never one run too many. Holder = '<worker>:<job id>', the lease
 -- TTL is the worker's visibility, every grant a new fence number.
 --
 -- Attempt, history and started_claim are written as job_claim writes them
@@ -385,8 +470,10 @@ WITH RECURSIVE clock AS MATERIALIZED (
     SELECT j.id, j.priority, j.run_at, j.concurrency_key AS k,
            j.concurrency_limit AS lim, 0 AS lapsed
       FROM ultimate_jobs_job j
-     WHERE j.id = ANY(ARRAY(SELECT id FROM heads ORDER BY priority DESC, random()
-                             LIMIT %(limit)s))
+     WHERE j.id = ANY(ARRAY(SELECT id FROM (SELECT * FROM heads
+                                             ORDER BY priority DESC, run_at, id
+                                             LIMIT 2 * %(limit)s) h
+                             ORDER BY priority DESC, random() LIMIT %(limit)s))
        AND j.state = 'ready'
        FOR UPDATE OF j SKIP LOCKED
 ), pool AS (
@@ -452,14 +539,18 @@ WITH clock AS MATERIALIZED (
     SELECT p.id, p.k, s.s AS slot, p.lapsed
       FROM pool p JOIN slots s ON s.k = p.k AND s.rn = p.rn AND s.rn <= s.room
      ORDER BY p.priority DESC, p.run_at, p.id LIMIT %(limit)s
+), reap AS (
+    DELETE FROM ultimate_jobs_lease WHERE id = ANY(ARRAY(
+           SELECT l.id FROM ultimate_jobs_lease l, pair p, clock c
+            WHERE l.lease_key = p.k AND l.slot = p.slot AND l.expires_at <= c.now
+              FOR UPDATE OF l SKIP LOCKED))
+    RETURNING 1
 ), took AS (
     INSERT INTO ultimate_jobs_lease AS l (lease_key, slot, holder, fence, expires_at)
     SELECT p.k, p.slot, %(worker)s || ':' || p.id, nextval('ultimate_jobs_lease_fence'),
            c.now + c.v
-      FROM pair p, clock c ORDER BY p.k, p.slot
-    ON CONFLICT (lease_key, slot) DO UPDATE
-       SET holder = excluded.holder, fence = excluded.fence, expires_at = excluded.expires_at
-     WHERE l.expires_at <= (SELECT now FROM clock)
+      FROM pair p, clock c WHERE (SELECT count(*) FROM reap) >= 0 ORDER BY p.k, p.slot
+    ON CONFLICT DO NOTHING
     RETURNING l.lease_key, l.slot
 ), won AS (
     SELECT p.id, p.lapsed FROM pair p JOIN took g ON (g.lease_key, g.slot) = (p.k, p.slot)
@@ -501,7 +592,7 @@ RETURNING id, name, queue, input, idempotency_key, run_id,
 -- allows, and the nack is the one statement that writes a refusal's error.
 WITH clock AS MATERIALIZED (
     SELECT coalesce(%(now)s::timestamptz, clock_timestamp()) AS now
-), busy AS MATERIALIZED (
+), taken AS MATERIALIZED (
     SELECT b.id
       FROM (SELECT DISTINCT l.lease_key AS k FROM ultimate_jobs_lease l, clock c
              WHERE l.expires_at > c.now) AS f, clock c,
@@ -519,16 +610,7 @@ WITH clock AS MATERIALIZED (
                        FOR UPDATE OF j SKIP LOCKED) AS b
      LIMIT %(limit)s
 )
-UPDATE ultimate_jobs_job AS j
-   SET state = 'running', attempt = j.attempt + 1, claims = j.claims + 1,
-       claimed_by = %(worker)s, claimed_at = c.now, updated_at = c.now,
-       visible_at = c.now + %(visibility_ms)s * interval '1 millisecond'
-  FROM clock c
- WHERE j.id = ANY(ARRAY(SELECT id FROM busy))
-RETURNING j.id, j.name, j.queue, j.input, j.idempotency_key, j.run_id,
-          j.attempt, j.max_attempts, j.priority, j.state, j.tenant_id, j.claimed_by,
-          j.claims, j.visible_at, j.enqueued_by, j.traceparent, j.claimed_at,
-          false, false, j.run_at, j.concurrency_key;
+@claim_taken;
 
 
 -- name: job_bury
