@@ -151,3 +151,19 @@ def test_the_command_says_when_its_output_was_cut_at_the_limit(held):
     whole = StringIO()
     call_command("jobs", "leases", stdout=whole)
     assert "more may be stored" not in whole.getvalue()
+
+
+def test_a_key_with_control_characters_cannot_forge_a_line_of_the_listing(
+    pg_driver,
+):
+    """A lease key built from user input, with a newline and a terminal
+    escape in it: ``jobs leases`` prints it escaped, on its own line."""
+    forged = "evil\nlock:fake #0 (lock) holder=admin token=1\x1b[31mRED"
+    pg_driver.leases.acquire(f"lock:{forged}", 1, 30_000, "host:1:abc")
+    out = StringIO()
+    call_command("jobs", "leases", stdout=out)
+    (line,) = out.getvalue().splitlines()
+    assert "\x1b" not in line
+    assert line.startswith(
+        "lock:evil\\nlock:fake #0 (lock) holder=admin token=1\\x1b[31mRED #0"
+    )

@@ -308,3 +308,29 @@ def test_a_released_key_frees_its_slot_instead(pg_driver, declared):
     assert (landed, heirs) == ([True], [])
     assert not Lease.objects.exists()
     assert Job.objects.filter(state="ready").count() == 3
+
+
+def test_a_settle_hands_no_slot_to_a_row_whose_lower_limit_is_full(pg_driver, declared):
+    """The limit was lowered after rows were enqueued: a row enqueued under
+    limit 1 is not handed a slot while the key's live slots (2, taken under
+    the old limit) fill it; the settled slot is freed instead."""
+    worker, attempt = _hold_first_slot(pg_driver, declared)
+    key = attempt.claimed.concurrency_key
+    Lease.objects.create(
+        lease_key=key,
+        slot=1,
+        holder="elsewhere:y",
+        fence=1,
+        expires_at=Lease.objects.get(lease_key=key).expires_at,  # the driver's clock
+    )
+    landed, heirs = _settle_handing_over(pg_driver, worker, attempt)
+    assert (landed, heirs) == ([True], [])
+    assert list(Lease.objects.values_list("holder", flat=True)) == ["elsewhere:y"]
+    assert Job.objects.filter(concurrency_key=key, state="ready").count() == 2
+    # Under a limit the live slots leave room for, the next row is handed it.
+    Job.objects.filter(concurrency_key=key).update(concurrency_limit=2)
+    Job.objects.filter(state="ready").exclude(concurrency_key=key).delete()
+    (attempt,), _ = worker._claim(1)
+    assert attempt.claimed.concurrency_key == key
+    landed, heirs = _settle_handing_over(pg_driver, worker, attempt)
+    assert landed == [True] and len(heirs) == 1

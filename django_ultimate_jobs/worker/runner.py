@@ -72,6 +72,7 @@ from .dbrole import (
     process_outage,
     recover,
     reset_broken_connections,
+    sqlstate,
 )
 from .executor import Attempt, Execution, run_attempt, settle_for
 from .limits import Lease, Limiter
@@ -101,6 +102,9 @@ CHUNK_MIN = 16
 """The smallest chunk: fewer slots woken, as no-op bodies gain nothing from threads."""
 CHUNK_YIELD_S = 0.005
 """A job in a chunk that runs longer has the rest of its chunk moved to other slots."""
+SETTLE_RETRIES = 5
+"""Retries of a settle that lost a deadlock or a serialization conflict."""
+_TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock, serialization
 HANDOVER_TENURE = 6
 """Runs in a row a capped key's slot goes to by hand-over before it is let go."""
 CAPPED_AHEAD = 4
@@ -173,6 +177,8 @@ class Worker:
         self._cutoff_at: float | None = None
         self._handback_at: float | None = None
         self._deadline_at: float | None = None
+        self._settle_retries = 0
+        """Retries in a row of a settle that lost a deadlock (_write_settles)."""
         self._settler = Settler(
             self.driver,
             on_done=self._settled,
@@ -1145,9 +1151,23 @@ class Worker:
                 # claims are still ours until their leases lapse, and a
                 # settle that then no longer lands is only logged.
                 return unwritten
+            state = sqlstate(error)
+            if state in _TRANSIENT_SQLSTATES and self._settle_retries < SETTLE_RETRIES:
+                # A deadlock or serialization victim: the server rolled the
+                # statement back whole, and the same write lands on a retry.
+                # Given up instead, bodies that ran would wait out their
+                # leases and run again (and a lapse may spend an attempt).
+                self._settle_retries += 1
+                logger.warning(
+                    "jobs.settle.retried",
+                    extra={"sqlstate": state, "count": len(unwritten)},
+                )
+                return unwritten
+            self._settle_retries = 0
             logger.exception("jobs.worker.settle-failed", extra={"count": len(batch)})
             self._settler.give_up(unwritten)
             return []
+        self._settle_retries = 0
         self._settle_db.ok()
         return []
 

@@ -27,6 +27,7 @@ WITH clock AS (
            sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
       FROM folded
      GROUP BY 1, 2, 3
+     ORDER BY 1, 3
     ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            retried = ultimate_jobs_job_counter.retried + excluded.retried,
@@ -55,6 +56,7 @@ WITH clock AS (
            sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
       FROM folded
      GROUP BY 1, 2, 3
+     ORDER BY 1, 3
     ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            retried = ultimate_jobs_job_counter.retried + excluded.retried,
@@ -121,7 +123,10 @@ SELECT settled.id FROM settled;
 -- expiry updated in place), fenced exactly as the free it replaces: only a
 -- row that settled here hands over, only a slot its claim still holds
 -- unexpired (holder '<worker>:<id>'), so a settle that lost its claim or
--- its slot hands over nothing. The heir is the key's best ready row (as
+-- its slot hands over nothing. Nor to a row whose own limit the key's
+-- live slots already fill (a limit lowered since: as job_claim_capped
+-- counts a key's room, the row's limit against the live slots; found by a
+-- reviewer). The heir is the key's best ready row (as
 -- job_claim_capped orders a key), due, in %(queues)s, queue not paused,
 -- locked SKIP LOCKED; it is claimed as job_claim_capped claims a row held
 -- ahead (not recorded started). A key's next run then waits for no claim
@@ -135,6 +140,8 @@ WITH @ack_settled
              ORDER BY concurrency_key, id) s, clock c,
            LATERAL (SELECT j.id FROM ultimate_jobs_job j
                      WHERE j.state = 'ready' AND j.concurrency_key = s.k AND j.run_at <= c.now
+                       AND j.concurrency_limit >= (SELECT count(*) FROM ultimate_jobs_lease l
+                                                    WHERE l.lease_key = s.k AND l.expires_at > c.now)
                        AND j.queue = ANY(%(queues)s::text[])
                        AND j.queue NOT IN (SELECT name FROM ultimate_jobs_queue_pause
                                             WHERE kind = 'queue')
@@ -207,7 +214,10 @@ clock AS (
 
 
 -- fragment: ack_counted
--- The counter update of job_ack_many and job_ack_many_handover.
+-- The counter update of job_ack_many and job_ack_many_handover. Rows are
+-- upserted in name order: grouped by hash, the order changed from one
+-- statement to the next, and two workers settling the same names locked
+-- their counter rows in opposite orders (a deadlock, found by a reviewer).
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
            (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
@@ -216,6 +226,7 @@ clock AS (
       FROM settled, clock
      WHERE settled.counted
      GROUP BY settled.name, clock.now
+     ORDER BY settled.name
     ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
@@ -642,6 +653,7 @@ WITH clock AS (
            count(*) FILTER (WHERE buried.state = 'dead'), 0
       FROM buried, clock
      GROUP BY buried.name, clock.now
+     ORDER BY buried.name
     ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
        SET failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -274,18 +275,29 @@ def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
     )
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    # Lease keys come from users' input (a concurrency key function, a
+    # lock name): a newline would forge a line of this listing, an escape
+    # sequence would drive the operator's terminal. Shown escaped instead.
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
+
+
 def _human_leases(answer: list[dict[str, Any]] | dict[str, Any]) -> str:
     if isinstance(answer, dict):
         return "\n".join(
-            f"released {answer['key']} #{row['slot']} holder={row['holder']} "
+            f"released {_printable(answer['key'])} #{row['slot']} "
+            f"holder={_printable(row['holder'])} "
             f"token={row['token']}{' (had lapsed)' if row['expired'] else ''}: "
             "the lock is free; its old holder loses it at its next renewal, "
             "and its fenced writes are refused once the next holder writes"
             for row in answer["released"]
         )
     lines = [
-        f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
-        f"holder={lease['holder']} token={lease['token']} "
+        f"{_printable(lease['key'])} #{lease['slot']} ({lease['kind']}) "
+        f"holder={_printable(lease['holder'])} token={lease['token']} "
         f"expires={lease['expires_at']}{' EXPIRED' if lease['expired'] else ''}"
         for lease in answer
     ]
