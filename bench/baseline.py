@@ -7,6 +7,9 @@ it starts ``runjobs``; run alone it needs a migrated database::
     python bench/baseline.py DSN --threads 8 --work sleep5   # 5 ms per job
     python bench/baseline.py DSN --listen                    # latency, until SIGTERM
 
+Without ``DSN`` it uses ``DATABASE_URL`` (how bench/throughput.py passes it:
+a URL on the command line would show its password in ``ps``).
+
 Drain mode: ``--threads`` threads, each on its own autocommit connection,
 claim up to ``--batch`` rows in one prepared statement, run the work of every
 row (nothing, or ``time.sleep(0.005)`` each), mark the batch done in a second
@@ -15,7 +18,8 @@ prepared statement, and exit once a claim comes back empty.
 Listen mode: a LISTEN connection on ``ultimate_jobs_wake`` sets an event; one
 claimer thread wakes on it (or after 250 ms), claims until a claim comes back
 empty, and runs each ``bench.latency`` row inline: it records ``time.time()``
-at handler start into ``bench_latency``, then marks the row done.
+at handler start into ``bench_latency``, then marks the row done. It stops on
+SIGTERM, or within 250 ms once the process that started it is gone.
 
 Either way the process prints ``baseline ready`` once its connections are
 open, which bench/throughput.py treats like runjobs' ready line.
@@ -99,6 +103,7 @@ def run_drain(dsn: str, threads: int, batch: int, work_name: str) -> None:
 
 def run_listen(dsn: str, batch: int) -> None:
     worker = f"baseline:{os.getpid()}"
+    parent = os.getppid()
     stop = threading.Event()
     wake = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: (stop.set(), wake.set()))
@@ -117,6 +122,8 @@ def run_listen(dsn: str, batch: int) -> None:
     while not stop.is_set():
         wake.wait(0.25)
         wake.clear()
+        if os.getppid() != parent:  # re-parented: the bench died without a word
+            break
         while not stop.is_set():
             rows = claim_conn.execute(CLAIM, (batch, worker), prepare=True).fetchall()
             if not rows:
@@ -130,7 +137,12 @@ def run_listen(dsn: str, batch: int) -> None:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dsn")
+    parser.add_argument(
+        "dsn",
+        nargs="?",
+        default=os.environ.get("DATABASE_URL"),
+        help="default: $DATABASE_URL",
+    )
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--work", choices=sorted(WORK), default="noop")
@@ -138,6 +150,8 @@ def main(argv: list[str]) -> None:
         "--listen", action="store_true", help="latency mode (until SIGTERM)"
     )
     args = parser.parse_args(argv)
+    if not args.dsn:
+        parser.error("give DSN or set DATABASE_URL")
     if args.listen:
         run_listen(args.dsn, args.batch)
     else:

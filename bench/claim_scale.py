@@ -97,64 +97,69 @@ def main() -> None:
     bench_url = with_database(base_url, BENCH_DB)
     commit = git_head()
     recreate_database(base_url, BENCH_DB)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "bench.bench_settings"  # bench.noop
-    setup_django(bench_url)
-    steps = []
-    loaded = 0
-    with psycopg.connect(bench_url, autocommit=True) as conn:
-        for size in sizes:
-            load_s = 0.0
-            if size > loaded:
+    try:
+        os.environ["DJANGO_SETTINGS_MODULE"] = "bench.bench_settings"  # bench.noop
+        setup_django(bench_url)
+        steps = []
+        loaded = 0
+        with psycopg.connect(bench_url, autocommit=True) as conn:
+            for size in sizes:
+                load_s = 0.0
+                if size > loaded:
+                    started = time.perf_counter()
+                    conn.execute(
+                        LOAD,
+                        {"first": loaded + 1, "last": size, "total": sizes[-1] or 1},
+                    )
+                    load_s = time.perf_counter() - started
+                    print(
+                        f"loaded {size - loaded:,} rows in {load_s:.1f} s", flush=True
+                    )
+                    loaded = size
                 started = time.perf_counter()
+                conn.execute("VACUUM (ANALYZE) ultimate_jobs_job")
+                vacuum_s = time.perf_counter() - started
+                step = {
+                    "finished_rows": size,
+                    "load_s": round(load_s, 1),
+                    "vacuum_s": round(vacuum_s, 1),
+                    "table_mib": conn.execute(
+                        "SELECT pg_total_relation_size('ultimate_jobs_job') / 1048576"
+                    ).fetchone()[0],
+                    **measure_claims(args.claims),
+                    **explain_claim(conn),
+                }
+                steps.append(step)
+                print(json.dumps(step), flush=True)
+                # The measured rows go away: the next step starts from the
+                # finished backlog alone (as retention would leave it).
                 conn.execute(
-                    LOAD, {"first": loaded + 1, "last": size, "total": sizes[-1] or 1}
+                    "DELETE FROM ultimate_jobs_job WHERE run_at > now() - interval '1 hour'"
                 )
-                load_s = time.perf_counter() - started
-                print(f"loaded {size - loaded:,} rows in {load_s:.1f} s", flush=True)
-                loaded = size
-            started = time.perf_counter()
-            conn.execute("VACUUM (ANALYZE) ultimate_jobs_job")
-            vacuum_s = time.perf_counter() - started
-            step = {
-                "finished_rows": size,
-                "load_s": round(load_s, 1),
-                "vacuum_s": round(vacuum_s, 1),
-                "table_mib": conn.execute(
-                    "SELECT pg_total_relation_size('ultimate_jobs_job') / 1048576"
-                ).fetchone()[0],
-                **measure_claims(args.claims),
-                **explain_claim(conn),
-            }
-            steps.append(step)
-            print(json.dumps(step), flush=True)
-            # The measured rows go away: the next step starts from the
-            # finished backlog alone (as retention would leave it).
-            conn.execute(
-                "DELETE FROM ultimate_jobs_job WHERE run_at > now() - interval '1 hour'"
+        print_table(steps)
+        RESULTS.parent.mkdir(parents=True, exist_ok=True)
+        RESULTS.write_text(
+            json.dumps(
+                {
+                    "bench": "claim_scale",
+                    "at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "commit": commit,
+                    "cpus": os.cpu_count(),
+                    "claims": args.claims,
+                    "claim_limit": CLAIM_LIMIT,
+                    "steps": steps,
+                },
+                indent=2,
             )
-    print_table(steps)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "bench": "claim_scale",
-                "at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "commit": commit,
-                "cpus": os.cpu_count(),
-                "claims": args.claims,
-                "claim_limit": CLAIM_LIMIT,
-                "steps": steps,
-            },
-            indent=2,
+            + "\n"
         )
-        + "\n"
-    )
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
-    from django.db import connections
+        print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    finally:  # also on Ctrl-C or SIGTERM
+        from django.db import connections
 
-    connections.close_all()
-    if not args.keep:
-        drop_database(base_url, BENCH_DB)
+        connections.close_all()
+        if not args.keep:
+            drop_database(base_url, BENCH_DB)
 
 
 def _options():

@@ -9,13 +9,16 @@ same bench on one server).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +37,12 @@ __all__ = [
     "bench_db_name",
     "child_env",
     "children_cpu_s",
+    "die_with_parent",
     "drop_database",
     "git_head",
     "hold_bench_lock",
     "migrate_in_subprocess",
+    "parent_gone",
     "process_cpu_s",
     "recreate_database",
     "server_url",
@@ -70,8 +75,10 @@ def fail(message: str) -> NoReturn:
 
 
 def redact(url: str) -> str:
-    """``url`` with its password hidden, for messages."""
-    return re.sub(r"(://[^:/@]*):[^@/]+@", r"\1:***@", url)
+    """``url`` with its password hidden, for messages: in the user part
+    (``user:secret@``) and as a query parameter (``?password=secret``)."""
+    url = re.sub(r"(://[^:/@]*):[^@/]+@", r"\1:***@", url)
+    return re.sub(r"([?&]password=)[^&#]*", r"\1***", url, flags=re.IGNORECASE)
 
 
 def server_url(*databases: str) -> str:
@@ -101,6 +108,7 @@ def server_url(*databases: str) -> str:
             address = f"{info.host}:{info.port}"
     except psycopg.Error as error:
         fail(f"cannot connect to {redact(url)} ({source}): {_reason(error)}")
+    stop_on_sigterm()
     named = f"; bench database {', '.join(databases)}" if databases else ""
     print(
         f"bench: using the PostgreSQL {version} server on {address} "
@@ -109,6 +117,31 @@ def server_url(*databases: str) -> str:
         flush=True,
     )
     return url
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop the bench as Ctrl-C does: its worker processes get
+    SIGTERM, then ``KeyboardInterrupt`` runs the bench's cleanup (the
+    ``finally`` that drops a database the bench says it drops)."""
+
+    def stop(signum: int, _frame: object) -> None:
+        signal.signal(signum, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        for proc in list(_LIVE):
+            if proc.popen.poll() is None:
+                proc.popen.terminate()
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def one_line(kind: type, error: BaseException, trace: Any) -> None:
+        if not issubclass(kind, KeyboardInterrupt):
+            default_hook(kind, error, trace)
+            return
+        why = str(error) or "Ctrl-C"
+        print(f"bench: stopped ({why})", file=sys.stderr)
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+        default_hook = sys.excepthook
+        sys.excepthook = one_line
 
 
 def _reason(error: Exception) -> str:
@@ -139,7 +172,12 @@ def with_database(url: str, name: str) -> str:
 
 
 def recreate_database(url: str, name: str) -> str:
-    """Drop and create database ``name`` on ``url``'s server; answer its URL."""
+    """Drop and create database ``name`` on ``url``'s server; answer its URL.
+
+    Takes the bench lock on ``name`` first (``hold_bench_lock``), held until
+    exit: a second run of the same bench waits rather than dropping the
+    database under this one."""
+    hold_bench_lock(url, name)
     _maintenance(url, name, create=True)
     return with_database(url, name)
 
@@ -166,13 +204,20 @@ def _maintenance(url: str, name: str, *, create: bool) -> None:
         fail(f"cannot {verb} database {name} on {redact(url)}: {_reason(error)}")
 
 
+_LOCKS: dict[str, Any] = {}  # database name -> the connection holding its lock
+
+
 def hold_bench_lock(url: str, name: str) -> Any:
     """Serialise runs of one bench on one server: a second run waits here
-    rather than dropping database ``name`` under the first. Keep the answered
-    connection open until exit: the lock is held while it is."""
+    rather than dropping database ``name`` under the first. The lock is held
+    until exit by the answered connection (kept here too); a second call for
+    ``name`` answers the same connection."""
     import psycopg
 
+    if name in _LOCKS and not _LOCKS[name].closed:
+        return _LOCKS[name]
     conn = psycopg.connect(url, autocommit=True)
+    _LOCKS[name] = conn
     key = f"django-ultimate-jobs bench {name}"
     taken = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (key,))
     if not taken.fetchone()[0]:
@@ -200,15 +245,57 @@ def migrate_in_subprocess(bench_url: str, settings: str = SETTINGS) -> None:
     """Migrate the bench database from a child process (``django migrate``),
     leaving this process's Django unconfigured."""
     subprocess.run(
-        [sys.executable, "-m", "django", "migrate", "--settings", settings, "-v", "0"],
+        # --skip-checks: the checks run before the migrations and would warn
+        # (ultimate_jobs.W101) that the fresh database is not migrated yet.
+        [
+            sys.executable,
+            "-m",
+            "django",
+            "migrate",
+            "--settings",
+            settings,
+            "-v",
+            "0",
+            "--skip-checks",
+        ],
         cwd=ROOT,
         env=child_env(bench_url),
         check=True,
+        preexec_fn=die_with_parent,
     )
 
 
+_PR_SET_PDEATHSIG = 1
+_OWN_PID = os.getpid()  # read by die_with_parent() in the forked child
+try:  # resolved before any fork: the child only calls it
+    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):  # not Linux: parent_gone() is the fallback
+    _prctl = None
+
+
+def die_with_parent() -> None:
+    """``preexec_fn`` of a bench's child process: on Linux the kernel sends it
+    SIGTERM when the bench dies (even by SIGKILL), so no worker outlives its
+    bench holding connections. Elsewhere a no-op; the listen loops also
+    watch ``parent_gone()``."""
+    if _prctl is None:
+        return
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != _OWN_PID:  # the bench died between fork and prctl
+        os._exit(1)
+
+
+def parent_gone(parent: int) -> bool:
+    """Whether the process that started this one (pid ``parent``) has exited
+    (this process was re-parented)."""
+    return os.getppid() != parent
+
+
 def child_env(bench_url: str) -> dict[str, str]:
-    """The environment of a worker process started on the bench database."""
+    """The environment of a worker process started on the bench database.
+
+    The URL goes to the child in ``DATABASE_URL``, never on its command line,
+    where ``ps`` would show its password to every user of the host."""
     env = dict(os.environ)
     env.pop("DJANGO_SETTINGS_MODULE", None)
     env.update(
@@ -312,6 +399,9 @@ class BackendCpu:
 # -- worker processes behind the gate ---------------------------------------------
 
 
+_LIVE: weakref.WeakSet[WorkerProcess] = weakref.WeakSet()  # for stop_on_sigterm
+
+
 class WorkerProcess:
     """One worker subprocess: its ready line, its output, its peak RSS.
 
@@ -342,7 +432,9 @@ class WorkerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            preexec_fn=die_with_parent,
         )
+        _LIVE.add(self)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.returncode: int | None = None

@@ -461,7 +461,12 @@ def main() -> None:
     bench_url = with_database(base_url, BENCH_DB)
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
     recreate_database(base_url, BENCH_DB)
-    setup_django(bench_url)
+    try:
+        setup_django(bench_url)
+    except BaseException:  # Ctrl-C or SIGTERM while migrating: drop it as below
+        if not args.keep:
+            drop_database(base_url, BENCH_DB)
+        raise
 
     import django
     import psycopg

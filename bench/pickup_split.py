@@ -22,9 +22,12 @@ Steps (both systems where they exist):
 - ``slot``: ours only: a slot thread took the chunk off the queue;
 - ``handler``: the handler's ``time.time()`` (``bench_latency``).
 
-For each job it prints the p50 and p99 of each step-to-step segment, and
-for the slowest 2% of pickups what ran in the worker process meanwhile
-(collections, other claims, the keeper's ticks, settles). The bench
+For each segment between two steps it prints its p50, p90 and p99 over the
+pickups where both steps were recorded (``n``), and for the slowest 2% of
+pickups what ran in the worker process meanwhile (collections, other
+claims, the keeper's ticks, settles). With ``BENCH_SPLIT_CALLS=1`` it
+prints the calls per segment and no times (the call counter slows every
+call). bench/README.md says which printed rows make up its table. The bench
 database is ``ultimate_jobs_bench_split`` (behind ``BENCH_DB_PREFIX``, kept).
 """
 
@@ -264,7 +267,7 @@ def run_round(system: str, bench_url: str) -> list[dict]:
         ]
         proc = WorkerProcess(argv, {**child_env(bench_url), **env}, "runjobs ")
     else:
-        argv = [sys.executable, __file__, "--child-raw", bench_url, "--listen"]
+        argv = [sys.executable, __file__, "--child-raw", "--listen"]  # URL: in env
         proc = WorkerProcess(argv, {**child_env(bench_url), **env}, "baseline ready")
     try:
         committed = tp.drive_pickups(proc, handle, JOBS)
@@ -376,10 +379,15 @@ SEGMENTS = [
 def report(system: str, pickups: list[dict]) -> dict:
     out: dict[str, dict] = {}
     print(f"\n{system}: {len(pickups)} pickups")
-    print(
-        f"  {'segment':52} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'n':>5} "
-        f"{'calls' if COUNT_CALLS else 'CPU p50':>8}"
-    )
+    if COUNT_CALLS:
+        print(
+            "  (BENCH_SPLIT_CALLS=1: every call is counted under a profiler, which"
+            " slows it: no times are shown, they would mean nothing)"
+        )
+    width = max(len(f"{a}->{b}: {label}") for a, b, label in SEGMENTS)
+    times = "" if COUNT_CALLS else f" {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8}"
+    last = "calls p50" if COUNT_CALLS else "CPU p50"
+    print(f"  {'segment':{width}}{times} {'n':>5} {last:>9}")
     for a, b, label in SEGMENTS:
         values = sorted(
             (p["steps"][b] - p["steps"][a]) * 1000
@@ -396,12 +404,14 @@ def report(system: str, pickups: list[dict]) -> dict:
         ]
         cpu = ""
         if len(cpus) >= 10:
-            cpu = f"{statistics.median(cpus) / (1000 if COUNT_CALLS else 1):8.3f}"
+            median = statistics.median(cpus)
+            cpu = f"{median / 1000:9.0f}" if COUNT_CALLS else f"{median:9.3f}"
         out[f"{a}->{b}"] = {"p50": cuts[49], "p90": cuts[89], "p99": cuts[98]}
-        print(
-            f"  {a + '->' + b + ': ' + label:52.52} {cuts[49]:8.3f} {cuts[89]:8.3f} "
-            f"{cuts[98]:8.3f} {len(values):5} {cpu}"
-        )
+        if not COUNT_CALLS:
+            times = f" {cuts[49]:8.3f} {cuts[89]:8.3f} {cuts[98]:8.3f}"
+        print(f"  {a + '->' + b + ': ' + label:{width}}{times} {len(values):5} {cpu}")
+    if COUNT_CALLS:
+        return out
     slow = sorted(pickups, key=lambda p: p["steps"]["handler"] - p["steps"]["commit"])
     tail = slow[-max(1, len(slow) // 50) :]
     print("  slowest 2%: segment ms; what else ran in the worker meanwhile")
@@ -448,9 +458,9 @@ def main() -> None:
             totals = sorted(
                 (p["steps"]["handler"] - p["steps"]["commit"]) * 1000 for p in pickups
             )
+            p50 = "" if COUNT_CALLS else f" p50 {statistics.median(totals):.2f} ms"
             print(
-                f"round {index + 1}/{ROUNDS} {system:14} load {load:.2f} "
-                f"p50 {statistics.median(totals):.2f} ms",
+                f"round {index + 1}/{ROUNDS} {system:14} load {load:.2f}{p50}",
                 file=sys.stderr,
                 flush=True,
             )

@@ -67,61 +67,67 @@ def main() -> None:
     import psycopg
 
     os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
-    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-    import django
+    try:
+        os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+        import django
 
-    django.setup()
-    from django.core.management import call_command
+        django.setup()
+        from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
-    url = os.environ["DATABASE_URL"]
-    with psycopg.connect(url, autocommit=True) as conn:
-        started = time.perf_counter()
-        load(conn)
-        loaded_s = time.perf_counter() - started
-        counts_before = state_counts(conn)
-        plans = {name: explain(conn, name) for name in ("done", "failed")}
-    for name, plan in plans.items():
-        print(f"-- EXPLAIN job_retention_{name}\n{plan}\n")
-        assert f"uj_job_{'done' if name == 'done' else 'finished'}_idx" in plan, plan
-        assert "Seq Scan" not in plan, plan
+        call_command("migrate", verbosity=0)
+        url = os.environ["DATABASE_URL"]
+        with psycopg.connect(url, autocommit=True) as conn:
+            started = time.perf_counter()
+            load(conn)
+            loaded_s = time.perf_counter() - started
+            counts_before = state_counts(conn)
+            plans = {name: explain(conn, name) for name in ("done", "failed")}
+        for name, plan in plans.items():
+            print(f"-- EXPLAIN job_retention_{name}\n{plan}\n")
+            assert f"uj_job_{'done' if name == 'done' else 'finished'}_idx" in plan, (
+                plan
+            )
+            assert "Seq Scan" not in plan, plan
 
-    alone = claims_alone(100)
-    sweep, claims = sweep_while_claiming()
+        alone = claims_alone(100)
+        sweep, claims = sweep_while_claiming()
 
-    with psycopg.connect(url, autocommit=True) as conn:
-        counts_after = state_counts(conn)
-        (steps_left,) = conn.execute(
-            "SELECT count(*) FROM ultimate_jobs_step"
-        ).fetchone()
-    assert counts_after == {
-        "ready": counts_before["ready"] - claims["claimed"] - alone["claimed"],
-        "running": claims["claimed"] + alone["claimed"],
-        "delayed": counts_before["delayed"],
-        "done": 50_000,
-    }, counts_after
-    assert steps_left == 0, steps_left
+        with psycopg.connect(url, autocommit=True) as conn:
+            counts_after = state_counts(conn)
+            (steps_left,) = conn.execute(
+                "SELECT count(*) FROM ultimate_jobs_step"
+            ).fetchone()
+        assert counts_after == {
+            "ready": counts_before["ready"] - claims["claimed"] - alone["claimed"],
+            "running": claims["claimed"] + alone["claimed"],
+            "delayed": counts_before["delayed"],
+            "done": 50_000,
+        }, counts_after
+        assert steps_left == 0, steps_left
 
-    summary = {
-        "commit": git_head(),
-        "finished_rows": FINISHED,
-        "batch": BATCH,
-        "load_s": round(loaded_s, 1),
-        "rows_before": counts_before,
-        "rows_after": counts_after,
-        **sweep,
-        "claims_without_sweep": alone,
-        "claims_during_sweep": claims,
-        "explain": plans,
-    }
-    print(json.dumps({k: v for k, v in summary.items() if k != "explain"}, indent=2))
-    out = ROOT / "bench" / "results" / "retention.json"
-    out.write_text(json.dumps(summary, indent=2) + "\n")
-    from django.db import connections
+        summary = {
+            "commit": git_head(),
+            "finished_rows": FINISHED,
+            "batch": BATCH,
+            "load_s": round(loaded_s, 1),
+            "rows_before": counts_before,
+            "rows_after": counts_after,
+            **sweep,
+            "claims_without_sweep": alone,
+            "claims_during_sweep": claims,
+            "explain": plans,
+        }
+        print(
+            json.dumps({k: v for k, v in summary.items() if k != "explain"}, indent=2)
+        )
+        out = ROOT / "bench" / "results" / "retention.json"
+        out.write_text(json.dumps(summary, indent=2) + "\n")
+    finally:  # also on Ctrl-C or SIGTERM
+        from django.db import connections
 
-    connections.close_all()
-    if "--keep" not in sys.argv:
-        drop_database(base_url, DB_NAME)
+        connections.close_all()
+        if "--keep" not in sys.argv:
+            drop_database(base_url, DB_NAME)
 
 
 def load(conn) -> None:

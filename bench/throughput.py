@@ -183,7 +183,7 @@ def spawn(system: str, bench_url: str, *, work: str | None) -> WorkerProcess:
         if work is not None:
             argv.append("--burst")
         return WorkerProcess(argv, env, "runjobs ")
-    argv = [sys.executable, str(ROOT / "bench" / "baseline.py"), bench_url]
+    argv = [sys.executable, str(ROOT / "bench" / "baseline.py")]  # URL: in env
     if work is None:
         argv.append("--listen")
     else:
