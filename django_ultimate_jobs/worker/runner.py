@@ -940,6 +940,10 @@ class Worker:
                     execution = None
                     if attempt.settled:  # handed back by the drain before it started
                         continue
+                    if self.state != "running" and attempt.take_settlement():
+                        # Draining: what has not started is not started now.
+                        self._settles.put([self._drained(attempt)])
+                        continue
                     handle = attempt.handle  # known: unknown names are parked
                     if handle is not None and handle.is_async and loop is None:
                         loop = asyncio.new_event_loop()
@@ -1403,36 +1407,61 @@ class Worker:
     def _hand_back_all(self) -> None:
         with self._lock:
             held = list(self._held.values())
+        self._hand_back(held)
+
+    def _hand_back_unstarted(self) -> None:
+        # The drain's first step: rows held ahead that no slot has started
+        # go back now, ready at once and uncounted, rather than start after
+        # the stop or wait for the hand-back at deadline - margin/2. A
+        # capped one holds its key's fleet-wide slot meanwhile, and any one
+        # could run on another worker (found by the limits review).
+        waiting: list[Attempt] = []
+        while True:
+            try:
+                item = self._slots.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                self._slots.put(_STOP)
+                break
+            waiting.extend(item)
+        with self._chunk_lock:
+            for rest in self._chunk_rest:
+                waiting.extend(rest)
+                rest.clear()
+        self._hand_back(waiting)
+
+    def _hand_back(self, attempts: list[Attempt]) -> None:
+        # Each attempt not settled yet goes back uncounted (X_DRAINING).
         handed = 0
-        for attempt in held:
-            if not attempt.take_settlement():
-                continue
-            handed += 1
-            reason = Draining(f"worker {self.id} is shutting down")
-            self._settles.put(
-                [
-                    Execution(
-                        attempt.claimed,
-                        "interrupted",
-                        attempt.elapsed_ms(),
-                        attempt.handle,
-                        nack=NackRequest(
-                            job_id=attempt.claimed.id,
-                            identity=attempt.claimed.identity,
-                            error=reason.render(),
-                            counts_as_attempt=False,
-                        ),
-                        error=reason,
-                    )
-                ]
-            )
+        for attempt in attempts:
+            if attempt.take_settlement():
+                handed += 1
+                self._settles.put([self._drained(attempt)])
         if handed:
             logger.info("jobs.worker.drain-handed-back", extra={"count": handed})
+
+    def _drained(self, attempt: Attempt) -> Execution:
+        reason = Draining(f"worker {self.id} is shutting down")
+        return Execution(
+            attempt.claimed,
+            "interrupted",
+            attempt.elapsed_ms(),
+            attempt.handle,
+            nack=NackRequest(
+                job_id=attempt.claimed.id,
+                identity=attempt.claimed.identity,
+                error=reason.render(),
+                counts_as_attempt=False,
+            ),
+            error=reason,
+        )
 
     def _finish(self) -> None:
         """Wait for held work under the drain budget, then stop every thread."""
         if self.state == "running":
             self.request_stop(reason=self.exit_reason or "stopped")
+        self._hand_back_unstarted()
         deadline = self._deadline_at or time.monotonic()
         while self.held_count() > 0 and time.monotonic() < deadline:
             time.sleep(0.01)
