@@ -67,6 +67,7 @@ class JobsSettings:
     """``False``, ``True`` or ``"required"`` (see :mod:`django_ultimate_jobs.outbox`)."""
     outbox_database: str = "default"
     outbox_claim_lease_ms: int = 30_000
+    outbox_sweep_max_ms: int = 30_000
     limits: LimitConfig = field(default_factory=LimitConfig)
 
 
@@ -237,6 +238,7 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "OUTBOX": (_OUTBOX, "outbox"),
     "OUTBOX_DATABASE": (_ALIAS, "outbox_database"),
     "OUTBOX_CLAIM_LEASE": (_DURATION, "outbox_claim_lease_ms"),
+    "OUTBOX_SWEEP_MAX": (_DURATION, "outbox_sweep_max_ms"),
     "LIMITS": (_LIMITS, "limits"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""

@@ -205,6 +205,39 @@ def test_a_live_claim_is_not_taken_by_a_second_relay(pg_driver):
     )
 
 
+def test_the_relay_roles_idle_sweep_backs_off_to_outbox_sweep_max(pg_driver):
+    """An idle relay role sweeps 200 ms doubling to OUTBOX_SWEEP_MAX (30 s) and
+    no further; a pass that publishes starts over at the floor."""
+    relay = OutboxRelay(poll=True)
+    waits = [relay._cycle() for _ in range(10)]
+    assert waits == pytest.approx([0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30, 30])
+    noop.using(outbox=True).enqueue(n=1)
+    assert relay._cycle() == pytest.approx(0.2)
+    assert relay.published == 1
+
+
+@override_settings(ULTIMATE_JOBS={**ON, "OUTBOX_SWEEP_MAX": "1s"})
+def test_outbox_sweep_max_sets_the_relay_roles_ceiling(pg_driver):
+    relay = OutboxRelay(poll=True)
+    assert [relay._cycle() for _ in range(6)] == pytest.approx([0.2, 0.4, 0.8, 1, 1, 1])
+
+
+@override_settings(ULTIMATE_JOBS={**ON, "OUTBOX_SWEEP_MAX": "1h"})
+def test_a_failed_publish_is_retried_within_idle_poll_max_not_the_sweep_max(
+    pg_driver,
+):
+    bad = noop.using(outbox=True).enqueue(n=1)
+    OutboxMessage.objects.filter(id=bad.id).update(priority=500)
+    relay = OutboxRelay(poll=True)
+    assert [relay._cycle() for _ in range(7)] == pytest.approx(
+        [0.2, 0.4, 0.8, 1.6, 2, 2, 2]
+    )
+    assert relay.published == 0
+    OutboxMessage.objects.filter(id=bad.id).update(priority=0)
+    assert relay._cycle() == pytest.approx(0.2)
+    assert relay.published == 1
+
+
 # -- Django TestCase: nothing commits ------------------------------------------
 
 
@@ -322,6 +355,16 @@ def test_required_outside_a_transaction_names_the_database(committed_pg_driver):
 
 
 BAD_ALIAS = {"QUEUES": ["default"], "OUTBOX": True, "OUTBOX_DATABASE": "nope"}
+
+
+def test_a_bad_outbox_sweep_max_fails_the_check():
+    def e001(value) -> list[str]:
+        with override_settings(ULTIMATE_JOBS={"OUTBOX_SWEEP_MAX": value}):
+            return [m.msg for m in checks.run_checks() if m.id == "ultimate_jobs.E001"]
+
+    (refused,) = e001("soon")
+    assert "['OUTBOX_SWEEP_MAX'] 'soon' is not a duration" in refused
+    assert e001("45s") == []
 
 
 def test_an_unknown_outbox_database_fails_the_check_and_every_use(db):

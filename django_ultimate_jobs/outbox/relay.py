@@ -24,10 +24,13 @@ Two ways a relay runs, one class:
   process. After a failed pass it retries on the outage schedule until a
   pass gets through.
 - the **relay role of runjobs** (``poll=True``): the same loop that also
-  sweeps on an idle backoff (200 ms doubling to ``IDLE_POLL_MAX``), so it
-  publishes what no callback did: a process killed between its COMMIT and
-  its callback, or a callback never run because another app's earlier
-  ``on_commit`` callback raised.
+  sweeps on an idle backoff (at start, then 200 ms doubling to
+  ``OUTBOX_SWEEP_MAX``, 30 s), so it publishes what no callback did: a
+  process killed between its COMMIT and its callback, or a callback never
+  run because another app's earlier ``on_commit`` callback raised. That is
+  a safety net, not the path of a commit (its own process publishes it at
+  once), so its ceiling is long: an idle ``runjobs`` sends 2 sweeps a
+  minute, not 30. A failed pass is retried at most ``IDLE_POLL_MAX`` apart.
 
 The thread owns its connections: each alias it touches (the outbox's and,
 when different, the jobs') is a :class:`~django_ultimate_jobs.worker.dbrole.RoleConnection`
@@ -131,9 +134,12 @@ class OutboxRelay:
             )
             for alias in aliases
         ]
-        self.backoff = IdleBackoff(
-            FLOOR_S, settings.idle_poll_max_ms / 1000, settings.idle_poll_max_ms / 1000
-        )
+        self.retry_max_s = settings.idle_poll_max_ms / 1000
+        """The longest wait before retrying a pass that failed."""
+        ceiling = settings.outbox_sweep_max_ms / 1000 if poll else self.retry_max_s
+        self.backoff = IdleBackoff(FLOOR_S, ceiling, ceiling)
+        """Idle sweeps (``poll``); the retries after a failed publish too,
+        capped at :attr:`retry_max_s`."""
         self.idle_close_s = IDLE_CLOSE_S
         self.published = 0
         """Messages this relay published (for tests and the bench)."""
@@ -251,7 +257,7 @@ class OutboxRelay:
                 self._tick_failed(error)
                 # A cause that is not an outage (a table not migrated, a bug)
                 # does not go away in 200 ms: retry at the idle maximum.
-                return self.backoff.ceiling_s
+                return self.retry_max_s
             return RETRY_CHECK_S  # the outage schedule paces the next try
         for role in self.roles:
             role.ok()
@@ -262,7 +268,10 @@ class OutboxRelay:
             )
             self._failing = None
         if outcome.failed:
-            return self.backoff.next_wait()
+            # A poisoned message or a refused publish: retried on the
+            # worker's idle cadence, not the sweep's (an operator fixing it
+            # sees it go within IDLE_POLL_MAX).
+            return min(self.backoff.next_wait(), self.retry_max_s)
         if outcome.claimed >= self.batch:
             self.backoff.reset()
             return 0.0  # more are waiting

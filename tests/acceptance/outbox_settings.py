@@ -19,4 +19,5 @@ ULTIMATE_JOBS = {
     "DATABASE": "jobs",
     "OUTBOX": "required",
     "OUTBOX_CLAIM_LEASE": os.environ.get("UJ_OUTBOX_LEASE", "30s"),
+    "OUTBOX_SWEEP_MAX": os.environ.get("UJ_OUTBOX_SWEEP_MAX", "30s"),
 }
