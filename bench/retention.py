@@ -39,6 +39,7 @@ from bench.common import (  # noqa: E402
     git_head,
     recreate_database,
     server_url,
+    setup_django,
 )
 
 DB_NAME = bench_db_name("bench_uj_retention")
@@ -66,15 +67,9 @@ def main() -> None:
     base_url = server_url(DB_NAME)
     import psycopg
 
-    os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
+    bench_url = recreate_database(base_url, DB_NAME)
     try:
-        os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        setup_django(bench_url)
         url = os.environ["DATABASE_URL"]
         with psycopg.connect(url, autocommit=True) as conn:
             started = time.perf_counter()

@@ -29,6 +29,7 @@ from bench.common import (  # noqa: E402
     drop_database,
     recreate_database,
     server_url,
+    setup_django,
 )
 
 DB_NAME = bench_db_name("ultimate_jobs_bench_steps")
@@ -38,15 +39,9 @@ STEPS = 10
 
 def main() -> None:
     base_url = server_url(DB_NAME)
-    os.environ["DATABASE_URL"] = recreate_database(base_url, DB_NAME)
+    bench_url = recreate_database(base_url, DB_NAME)
     try:
-        os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-
-        call_command("migrate", verbosity=0)
+        setup_django(bench_url)
 
         from django_ultimate_jobs import job
         from django_ultimate_jobs.drivers import get_driver

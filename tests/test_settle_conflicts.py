@@ -10,17 +10,16 @@ leases and run again.
 from __future__ import annotations
 
 import logging
-import threading
 
 import psycopg
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.runner import Worker
 from tests.support.waiting import wait_until
-from tests.support.workers import database_url
+from tests.support.workers import database_url, start_worker_thread
 
 pytestmark = pytest.mark.postgres
 
@@ -52,12 +51,6 @@ def test_a_settle_chosen_as_a_deadlock_victim_is_written_again(
     )
     worker = Worker(config, driver=committed_pg_driver)
 
-    def run() -> None:
-        try:
-            worker.run()
-        finally:
-            connections.close_all()
-
     with (
         psycopg.connect(url) as blocker,
         psycopg.connect(url, autocommit=True) as watcher,
@@ -73,8 +66,7 @@ def test_a_settle_chosen_as_a_deadlock_victim_is_written_again(
                 "DO UPDATE SET done = ultimate_jobs_job_counter.done",
                 (quick.name, minute),
             )
-        runner = threading.Thread(target=run, name="worker", daemon=True)
-        runner.start()
+        runner = start_worker_thread(worker)
         try:
             job_id = quick.enqueue().id
             # (Read on a connection of its own: a transaction sees one

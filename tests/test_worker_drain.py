@@ -5,13 +5,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connections
 
 from django_ultimate_jobs import Concurrency
 from django_ultimate_jobs.models import Job, Lease
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.runner import Worker
 from tests.support.waiting import wait_until
+from tests.support.workers import start_worker_thread
 
 pytestmark = pytest.mark.postgres
 
@@ -42,14 +42,7 @@ def test_a_stop_hands_back_the_rows_held_ahead_at_once(
         driver=committed_pg_driver,
     )
 
-    def run() -> None:
-        try:
-            worker.run()
-        finally:
-            connections.close_all()
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
+    runner = start_worker_thread(worker)
     try:
         wait_until(
             lambda: Job.objects.filter(id__in=warm, state="done").count() == 5, 15

@@ -6,7 +6,7 @@ import logging
 import threading
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from django_ultimate_jobs.drivers.base import ClaimOptions
 from django_ultimate_jobs.models import Job
@@ -15,7 +15,7 @@ from django_ultimate_jobs.worker.limits import LimitConfig
 from django_ultimate_jobs.worker.runner import Worker
 from tests.support.backends import terminate_backends
 from tests.support.waiting import wait_until
-from tests.support.workers import database_url
+from tests.support.workers import database_url, start_worker_thread
 
 pytestmark = pytest.mark.postgres
 
@@ -127,15 +127,8 @@ def test_a_shed_whose_connection_is_terminated_is_reported_and_the_worker_goes_o
 
     monkeypatch.setattr(committed_pg_driver, "nack", nack_after_a_kill)
 
-    def run() -> None:
-        try:
-            worker.run()
-        finally:
-            connections.close_all()
-
     caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
-    runner = threading.Thread(target=run, name="claimer", daemon=True)
-    runner.start()
+    runner = start_worker_thread(worker, name="claimer")
     try:
         wait_until(lambda: killed, 15, message=lambda: caplog.text)
         others = [tenanted.enqueue(t=f"b{i}").id for i in range(5)]

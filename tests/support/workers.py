@@ -12,9 +12,11 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import psutil
@@ -237,3 +239,19 @@ class WorkerFleet:
         """Kill every process (and process group) this fleet started."""
         for process in self.processes:
             process.terminate_group()
+
+
+def start_worker_thread(worker: Any, name: str = "worker") -> threading.Thread:
+    """Run ``worker.run()`` in a daemon thread (its Django connections closed
+    when it ends), started; the test stops it with ``request_stop``."""
+    from django.db import connections
+
+    def run() -> None:
+        try:
+            worker.run()
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
