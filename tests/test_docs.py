@@ -180,7 +180,7 @@ def test_every_registered_code_is_raised_somewhere(package_codes):
     classes = _code_classes()
     called, written = _uses()
     # The scan sees both kinds of use (a class called, a stored error text).
-    assert "JobNotFound" in called and "X_JOB_UNKNOWN" in written
+    assert "JobNotFound" in called and "X_JOB_LEASE_LOST" in written
     for_apps = {
         klass.code
         for name in django_ultimate_jobs.__all__
