@@ -45,12 +45,11 @@ from .tasks.compat import (
     Task,
     TaskResult,
     TaskResultDoesNotExist,
-    normalize_json,
     require_framework,
     task_enqueued,
 )
 from .tasks.errors import TaskFailed, TaskInputInvalid, TaskInvalid
-from .tasks.payload import PayloadInvalid, TaskPayload
+from .tasks.payload import PayloadInvalid, TaskPayload, json_form
 from .tasks.policy import PolicyInvalid, TaskPolicy, task_overrides
 from .tasks.results import new_result, parse_result_id, result_from_record
 from .validation import NAME_RULE, name_problem
@@ -217,15 +216,18 @@ class UltimateJobsBackend(BaseTaskBackend):
 
     def _payload(self, task: Task, args: Any, kwargs: Any) -> TaskPayload:
         try:
-            normal_args: list[Any] = normalize_json(list(args))  # type: ignore[assignment]
-            normal_kwargs: dict[str, Any] = normalize_json(dict(kwargs))  # type: ignore[assignment]
+            # As Django's backends store them: {1: "a"} becomes {"1": "a"}.
+            normal_args: list[Any] = json_form(list(args))
+            normal_kwargs: dict[str, Any] = json_form(dict(kwargs))
         except (TypeError, ValueError, RecursionError) as error:
             # RecursionError: Django's normalize_json recurses; the job
             # input's own check (100 levels) refuses anything shallower.
+            where = _refused_argument(args, kwargs)
             raise TaskInputInvalid(
-                f"the arguments of {task.module_path} are not JSON-safe ({error})",
+                f"the arguments of {task.module_path} are not JSON-safe"
+                f"{f': {where}' if where else ''} ({error})",
                 fix="pass ids, strings, numbers, booleans, lists and dicts",
-                meta={"task": task.module_path},
+                meta={"task": task.module_path, "argument": where},
             ) from None
         try:
             policy = TaskPolicy.build(task_overrides(task), base=self.policy)
@@ -273,6 +275,18 @@ class UltimateJobsBackend(BaseTaskBackend):
         except PayloadInvalid:
             return None
         return result_from_record(task, record, payload)
+
+
+def _refused_argument(args: Any, kwargs: Any) -> str | None:
+    """Which argument normalising refuses: ``args[1]``, ``kwargs['when']``."""
+    named = [(f"args[{i}]", value) for i, value in enumerate(args)]
+    named += [(f"kwargs[{key!r:.60}]", value) for key, value in dict(kwargs).items()]
+    for where, value in named:
+        try:
+            json_form(value)
+        except (TypeError, ValueError, RecursionError):
+            return where
+    return None
 
 
 def _key(task: Task, payload: TaskPayload) -> str | None:

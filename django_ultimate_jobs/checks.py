@@ -35,7 +35,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
             checks.Error(
                 f"django-ultimate-jobs needs PostgreSQL; the {settings.database!r} "
                 f"database is {vendor}",
-                hint="point ULTIMATE_JOBS['DATABASE'] at a PostgreSQL alias, "
+                # A new project's DATABASES is SQLite: the usual fix is to
+                # point it at PostgreSQL, not to move the jobs elsewhere.
+                hint=f"point DATABASES[{settings.database!r}] at PostgreSQL "
+                "(ENGINE 'django.db.backends.postgresql'); or set "
+                "ULTIMATE_JOBS['DATABASE'] to another alias that is PostgreSQL, "
                 "or use DRIVER 'memory' in tests",
                 id="ultimate_jobs.E003",
             )

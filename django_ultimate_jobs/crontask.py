@@ -115,7 +115,7 @@ class TaskHandle:
         """The validated enqueue requests of ``occurrence`` (nothing written).
 
         Each job is due at the occurrence, recorded as enqueued by
-        ``task:<name>``, and keyed ``<task>:<occurrence ISO>:<job key>``,
+        :attr:`actor` (``task:<name>``), and keyed ``<task>:<occurrence ISO>:<job key>``,
         where the job key is the one the job derives from its input, else
         the entry's position.
         """
@@ -126,10 +126,25 @@ class TaskHandle:
             key = _occurrence_key(self.name, stamp, own if own is not None else index)
             requests.append(
                 handle.using(
-                    run_at=occurrence, idempotency_key=key, actor=f"task:{self.name}"
+                    run_at=occurrence, idempotency_key=key, actor=self.actor
                 ).request(given)
             )
         return requests
+
+    @property
+    def actor(self) -> str:
+        """``task:<name>``, recorded as the jobs' ``enqueued_by``.
+
+        Cut to the 512-byte limit (ending in ``…``) for a name of many
+        multi-byte characters: an actor past it refused every fire.
+        """
+        actor = f"task:{self.name}"
+        encoded = actor.encode("utf-8", "surrogatepass")
+        if len(encoded) <= MAX_KEY_BYTES:
+            return actor
+        ellipsis = "…"
+        room = MAX_KEY_BYTES - len(ellipsis.encode("utf-8"))
+        return encoded[:room].decode("utf-8", "ignore") + ellipsis
 
     def run_now(self) -> list[Enqueued]:
         """Enqueue this task's jobs now, outside its schedule.
@@ -143,7 +158,7 @@ class TaskHandle:
         """
         now = datetime.now(UTC)
         return [
-            handle.using(actor=f"task:{self.name}").enqueue(**given)
+            handle.using(actor=self.actor).enqueue(**given)
             for handle, given in self.entries(now)
         ]
 

@@ -20,7 +20,6 @@ from .durations import (
     MAX_DURATION,
     MAX_DURATION_TEXT,
     DurationInput,
-    is_count,
     parse_duration_ms,
 )
 from .errors import (
@@ -70,7 +69,7 @@ class Concurrency:
         limit: how many may run at once (per key when ``key`` is given),
             from 1 to :data:`MAX_CONCURRENCY` (1,000,000).
         key: ``input -> str`` naming the bucket (e.g. one per account): a
-            non-empty string of at most 200 characters, checked at enqueue.
+            non-blank string of at most 200 characters, checked at enqueue.
         when_busy: ``"wait"`` (retry later, no attempt spent) or ``"fail"``
             (settle the job ``failed``).
     """
@@ -261,7 +260,7 @@ class JobHandle(Generic[R]):
 
         Raises:
             JobDeclarationInvalid: the key function raised or answered no
-                non-empty string of at most 200 characters (the message never
+                non-blank string of at most 200 characters (the message never
                 holds the key itself: it may be personal data).
         """
         cap = self.concurrency
@@ -282,7 +281,7 @@ class JobHandle(Generic[R]):
         if defect is not None:
             raise JobDeclarationInvalid(
                 f"Concurrency(key=...) of {self.name} answered {defect}",
-                fix=f"answer a non-empty string of at most {MAX_CONCURRENCY_KEY_LENGTH} "
+                fix=f"answer a non-blank string of at most {MAX_CONCURRENCY_KEY_LENGTH} "
                 "characters",
                 meta={"job": self.name},
             )
@@ -654,9 +653,11 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
         return None
     cap = value if isinstance(value, Concurrency) else Concurrency(limit=value)  # type: ignore[arg-type]
     limit = cap.limit
-    if not is_count(limit):
+    # An int, as documented: 2.0 and True are slips, not counts.
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise JobDeclarationInvalid(
-            f"concurrency must be a whole number of at least 1, got {limit!r}"
+            "concurrency must be a whole number of at least 1 (an int), "
+            f"got {limit!r:.40}"
         )
     if limit > MAX_CONCURRENCY:
         # The row stores the limit in an integer column: a larger one passed
@@ -671,7 +672,7 @@ def _concurrency(value: int | Concurrency | None) -> Concurrency | None:
         raise JobDeclarationInvalid(
             f"Concurrency(when_busy=...) must be 'wait' or 'fail', not {cap.when_busy!r}"
         )
-    return Concurrency(limit=int(limit), key=cap.key, when_busy=cap.when_busy)
+    return cap
 
 
 def _key_defect(key: Any) -> str | None:
@@ -680,6 +681,9 @@ def _key_defect(key: Any) -> str | None:
         return f"a {type(key).__name__}, not a string"
     if not key:
         return "an empty string"
+    if not key.strip():
+        # As lock(" ") is refused: a key of spaces is a missing value.
+        return "a blank string (only whitespace)"
     if len(key) > MAX_CONCURRENCY_KEY_LENGTH:
         return (
             f"a string of {len(key)} characters (at most {MAX_CONCURRENCY_KEY_LENGTH})"

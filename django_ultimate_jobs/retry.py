@@ -23,12 +23,18 @@ from .errors import (
 )
 
 __all__ = [
+    "MAX_ATTEMPTS",
     "Retry",
     "RetryDecision",
     "backoff_delay_ms",
     "decide_retry",
     "retry_schedule_ms",
 ]
+
+MAX_ATTEMPTS = 1_000_000
+"""The largest ``Retry(attempts=...)``: the row stores it in an integer
+column, so a larger count passed declaration and failed every enqueue with
+a raw ``DataError`` (a million attempts an hour apart is over a century)."""
 
 Backoff = Literal["exponential", "linear", "fixed"]
 Jitter = Literal["equal", "full", "none"]
@@ -59,13 +65,16 @@ class Retry:
     dead_letter: bool = True
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.attempts, bool)
-            or not isinstance(self.attempts, int)
-            or self.attempts < 1
-        ):
+        attempts = self.attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise JobDeclarationInvalid(
-                f"Retry(attempts=...) must be a whole count of at least 1, got {self.attempts!r}",
+                "Retry(attempts=...) must be a whole count of at least 1 (an int), "
+                f"got {attempts!r:.40}",
+                fix="Retry(attempts=1) never retries; attempts=5 tries five times",
+            )
+        if attempts > MAX_ATTEMPTS:
+            raise JobDeclarationInvalid(
+                f"Retry(attempts=...) must be at most {MAX_ATTEMPTS:_}, got {attempts!r:.40}",
                 fix="Retry(attempts=1) never retries; attempts=5 tries five times",
             )
         if self.backoff not in ("exponential", "linear", "fixed"):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import JobDeclarationInvalid, JobInputInvalid
+from .jsonpath import first_refusal
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -162,18 +163,26 @@ def dump_input(job: str, given: Mapping[str, Any]) -> str:
     try:
         return json_text(given)
     except JsonRefused as refused:
+        meta: dict[str, Any] = {"job": job}
+        if refused.path:
+            meta["path"] = refused.path
         raise JobInputInvalid(
-            f"{job} input {refused.reason}", fix=refused.fix, meta={"job": job}
+            f"{job} input {refused.reason}", fix=refused.fix, meta=meta
         ) from None
 
 
 class JsonRefused(ValueError):
-    """A value :func:`json_text` refuses; ``reason`` never holds the value."""
+    """A value :func:`json_text` refuses; ``reason`` never holds the value.
 
-    def __init__(self, reason: str, fix: str) -> None:
+    ``path`` names where the refused item sits (``order.placed_at``,
+    ``items[2].at``; ``""`` for the value itself), when it was found.
+    """
+
+    def __init__(self, reason: str, fix: str, *, path: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.fix = fix
+        self.path = path
 
 
 def json_text(value: Any, *, exact: bool = True) -> str:
@@ -194,8 +203,10 @@ def json_text(value: Any, *, exact: bool = True) -> str:
     except RecursionError:
         raise _too_deep() from None
     except (TypeError, ValueError) as error:
-        raise JsonRefused(
-            f"is not JSON-safe ({_kind_of(error)})",
+        raise _refused(
+            value,
+            "is not JSON-safe",
+            f"({_kind_of(error)})",
             "pass ids, strings, numbers, booleans, lists and dicts "
             "(a datetime as .isoformat())",
         ) from None
@@ -207,21 +218,48 @@ def json_text(value: Any, *, exact: bool = True) -> str:
     # (most inputs) holds no lone surrogate, and a flat dict of plain
     # scalars always survives the round trip, so it skips the re-parse.
     if "\\u0000" in text and holds_escaped_nul(text):
-        raise JsonRefused(
+        raise _refused(
+            value,
             "contains a NUL character, which JSON columns cannot store",
+            "",
             "strip NUL characters from strings",
+            exact=False,
         )
     if not text.isascii() and not storable(text):
-        raise JsonRefused(
+        raise _refused(
+            value,
             "contains a lone surrogate, which is not valid UTF-8",
+            "",
             "encode strings as valid UTF-8",
+            exact=False,
         )
     if exact and not _plainly_exact(value) and json.loads(text) != value:
-        raise JsonRefused(
-            "changes in a JSON round trip (a tuple, a non-string key, ...)",
+        raise _refused(
+            value,
+            "changes in a JSON round trip",
+            "(a tuple, a non-string key, ...)",
             "pass lists instead of tuples and string keys in dicts",
         )
     return text
+
+
+def _refused(
+    value: Any, what: str, unlocated: str, fix: str, *, exact: bool = True
+) -> JsonRefused:
+    """The refusal, naming where the first refused item sits when it is found.
+
+    ``what: order.placed_at is a value of type datetime``; a NUL or a
+    surrogate (``exact=False``) says only where: ``what (in order.note)``.
+    The value itself refused (no path) keeps ``what (unlocated)``.
+    """
+    found = first_refusal(value, exact=exact)
+    if found is None or not found.path:
+        reason = f"{what} {unlocated}".rstrip()
+    elif not exact:
+        reason = f"{what} (in {found.path})"
+    else:
+        reason = f"{what}: {found.path} {found.problem}"
+    return JsonRefused(reason, fix, path=None if found is None else found.path)
 
 
 def _plainly_exact(value: Any) -> bool:

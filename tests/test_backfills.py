@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 from io import StringIO
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -458,6 +460,68 @@ def test_write_follows_the_pass_with_plain_lines_off_a_terminal(declare, pg_driv
     assert "\r" not in text
     assert "t.bf.follow: 15/15 rows" in text
     assert text.rstrip().endswith("t.bf.follow: done, 15 rows in 2 pages")
+
+
+def _follow_while_a_worker_runs(name, pg_driver, monkeypatch) -> tuple[str, Any]:
+    """Queue ``name``'s pass and follow it; the pass runs between two polls.
+
+    The follower's first read finds the row ``pending`` (no worker has begun
+    the pass); its wait then runs the pass through the real worker path.
+    Answers what it printed and the CommandError it raised, if any.
+    """
+    from django_ultimate_jobs.management.commands import jobs_backfill
+
+    def worker_runs_meanwhile(seconds: float) -> None:
+        _drain(pg_driver)
+
+    enqueued = enqueue_backfill(name)
+    assert Backfill.objects.get(name=name).state == "pending"
+    # The command's own clock: its poll wait runs the worker instead.
+    clock = SimpleNamespace(sleep=worker_runs_meanwhile, monotonic=time.monotonic)
+    monkeypatch.setattr(jobs_backfill, "time", clock)
+    command = jobs_backfill.Command(stdout=StringIO())
+    refused = None
+    try:
+        command._follow(name, enqueued)
+    except CommandError as error:
+        refused = error
+    return command.stdout._out.getvalue(), refused
+
+
+def test_the_first_progress_line_shows_the_counted_total(
+    declare, pg_driver, monkeypatch
+):
+    """The first line read the row before any worker counted it: "0/0 rows".
+    A pending pass prints nothing; the first line has the real total."""
+    name = declare("t.bf.first-line")
+    _items(15)
+    text, refused = _follow_while_a_worker_runs(name, pg_driver, monkeypatch)
+    assert refused is None
+    lines = text.strip().splitlines()
+    assert lines[0].startswith("t.bf.first-line: 15/15 rows"), lines
+    assert "0/0" not in text
+    assert lines[-1] == "t.bf.first-line: done, 15 rows in 2 pages"
+
+
+def test_a_followed_pass_that_is_paused_exits_non_zero(declare, pg_driver, monkeypatch):
+    """Paused before it was done is not success (it exited 0): CommandError
+    (exit 1) saying so and how to go on."""
+
+    def mark_then_pause(rows):
+        _mark(rows)
+        pause_backfill("t.bf.paused-follow")  # an operator, while page 0 runs
+
+    name = declare("t.bf.paused-follow", handle=mark_then_pause)
+    _items(30)
+    text, refused = _follow_while_a_worker_runs(name, pg_driver, monkeypatch)
+    assert refused is not None, text
+    assert str(refused) == (
+        "backfill 't.bf.paused-follow' was paused before it was done (10 rows "
+        "handled); resume it from the admin's Backfills page (or "
+        "resume_backfill()), then follow it: python manage.py jobs_backfill "
+        "t.bf.paused-follow --write"
+    )
+    assert text.rstrip().endswith("t.bf.paused-follow: paused, 10 rows in 1 page")
 
 
 @pytest.mark.parametrize("before", ["done", "failed"])

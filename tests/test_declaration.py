@@ -317,6 +317,16 @@ BAD_OPTIONS = [
     ({"concurrency": INF}, "concurrency must be a whole number of at least 1"),
     ({"concurrency": True}, "concurrency must be a whole number of at least 1"),
     ({"concurrency": "2"}, "concurrency must be a whole number of at least 1"),
+    # an int, as the docs say: 2.0 was accepted as 2
+    ({"concurrency": 2.0}, "concurrency must be a whole number of at least 1 (an int)"),
+    (
+        {"concurrency": Concurrency(limit=2.0)},  # type: ignore[arg-type]
+        "concurrency must be a whole number of at least 1 (an int), got 2.0",
+    ),
+    (
+        {"concurrency": Concurrency(limit=True)},
+        "concurrency must be a whole number of at least 1 (an int), got True",
+    ),
     # at most MAX_CONCURRENCY: the row's integer column held no more, and a
     # larger limit failed the enqueue with a raw DataError
     ({"concurrency": 10**12}, "concurrency must be at most 1_000_000"),
@@ -602,6 +612,10 @@ def test_a_declared_duration_past_the_bound_is_a_declaration_error(declaring):
         ({"attempts": 1.5}, "Retry(attempts=...) must be a whole count of at least 1"),
         ({"attempts": True}, "Retry(attempts=...) must be a whole count of at least 1"),
         ({"attempts": "3"}, "Retry(attempts=...) must be a whole count of at least 1"),
+        ({"attempts": 2.0}, "Retry(attempts=...) must be a whole count of at least 1"),
+        # the row's integer column: 2**31 failed every enqueue with a DataError
+        ({"attempts": 2**31}, "Retry(attempts=...) must be at most 1_000_000"),
+        ({"attempts": 1_000_001}, "Retry(attempts=...) must be at most 1_000_000"),
         ({"backoff": "quadratic"}, "Retry(backoff=...) must be exponential"),
         ({"jitter": "random"}, "Retry(jitter=...) must be equal, full or none"),
         ({"jitter": True}, "Retry(jitter=...) must be equal, full or none"),

@@ -180,7 +180,7 @@ def test_every_registered_code_is_raised_somewhere(package_codes):
     classes = _code_classes()
     called, written = _uses()
     # The scan sees both kinds of use (a class called, a stored error text).
-    assert "JobNotFound" in called and "X_JOB_UNKNOWN" in written
+    assert "JobNotFound" in called and "X_JOB_LEASE_LOST" in written
     for_apps = {
         klass.code
         for name in django_ultimate_jobs.__all__
@@ -377,6 +377,25 @@ def test_key_pages_have_runnable_examples(path):
 @pytest.mark.parametrize("example", EXAMPLES, ids=str)
 def test_runnable_example(example, pg_driver):
     """The block runs as printed, on PostgreSQL with a frozen clock installed."""
+    _run_example(example, pg_driver)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    "example",
+    [e for e in EXAMPLES if e.path == "docs/howto/ledger.md"],
+    ids=str,
+)
+def test_a_ledger_example_runs_on_a_database_that_holds_postings(example, pg_driver):
+    """Run twice in a row, each ledger example still holds: on a database
+    with postings in it (a reader's own), its fixed keys and tenant made the
+    first example's posting a replay (``created`` False) and its balances
+    the sum of every run."""
+    _run_example(example, pg_driver)
+    _run_example(example, pg_driver)
+
+
+def _run_example(example: Example, pg_driver) -> None:
     before = {handle.name for handle in registered_jobs()}
     backfills_before = {spec.name for spec in registered_backfills()}
     retry_classes = dict(errors._REGISTRY)

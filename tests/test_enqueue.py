@@ -627,6 +627,73 @@ def test_bad_input_is_refused_without_writing_or_echoing_it(pg_driver, given, le
     assert job_count() == 0
 
 
+PLACED = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("org_id", "path", "says"),
+    [
+        (
+            {"order": {"id": 7, "placed_at": PLACED}},
+            "org_id.order.placed_at",
+            "is not JSON-safe: org_id.order.placed_at is a value of type datetime",
+        ),
+        (
+            {"items": [{"at": "x"}, {"at": "y"}, {"at": PLACED}]},
+            "org_id.items[2].at",
+            "is not JSON-safe: org_id.items[2].at is a value of type datetime",
+        ),
+        (
+            {"a b": [float("nan")]},
+            'org_id["a b"][0]',
+            'is not JSON-safe: org_id["a b"][0] is a non-finite number',
+        ),
+        (
+            {"pair": (1, 2)},
+            "org_id.pair",
+            "changes in a JSON round trip: org_id.pair is a tuple, "
+            "which JSON reads back as a list",
+        ),
+        (
+            {"by_id": {4111: "x"}},
+            "org_id.by_id",
+            "changes in a JSON round trip: org_id.by_id has a key of type int",
+        ),
+        (
+            {"note": "ok", "bad": "nul\x00"},
+            "org_id.bad",
+            "contains a NUL character, which JSON columns cannot store (in org_id.bad)",
+        ),
+    ],
+    ids=["datetime", "list-index", "odd-key-nan", "tuple", "int-key", "nul"],
+)
+def test_a_refused_value_is_named_by_its_path(pg_driver, org_id, path, says):
+    """The refusal says where the value sits (``order.placed_at``,
+    ``items[2].at``): it said only "a value of type datetime", though the docs
+    promised the argument's name. ``meta["path"]`` carries the path too."""
+    with pytest.raises(JobInputInvalid) as caught:
+        charge.enqueue(invoice_id=1, org_id=org_id)
+    error = caught.value
+    assert error.cause.startswith(f"tests.charge input {says}"), error.cause
+    assert error.meta["path"] == path
+    assert "2031" not in error.render() and "4111" not in error.render()
+    assert job_count() == 0
+
+
+def test_a_refused_batch_item_keeps_its_path(pg_driver):
+    """enqueue_many: the item's index and the path inside it."""
+    good = {"invoice_id": 1, "org_id": "acme"}
+    with pytest.raises(JobInputInvalid) as caught:
+        charge.enqueue_many([good, {"invoice_id": 2, "org_id": [PLACED]}])
+    error = caught.value
+    assert error.cause == (
+        "item 1 of the batch: tests.charge input is not JSON-safe: "
+        "org_id[0] is a value of type datetime"
+    )
+    assert (error.meta["index"], error.meta["path"]) == (1, "org_id[0]")
+    assert job_count() == 0
+
+
 def test_unknown_and_missing_keywords_are_named(pg_driver):
     """The refusal lists the keyword names."""
     with pytest.raises(JobInputInvalid) as caught:

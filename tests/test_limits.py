@@ -72,11 +72,15 @@ def test_uncapped_jobs_carry_no_key(pg_driver, declared):
 
 @pytest.mark.parametrize(
     "answer",
-    ["", "x" * 201, 42, None, "bad\x00key"],
-    ids=["empty", "long", "int", "none", "nul"],
+    ["", "x" * 201, 42, None, "bad\x00key", " ", "\t\n "],
+    ids=["empty", "long", "int", "none", "nul", "space", "whitespace"],
 )
 def test_a_bad_key_is_refused_before_anything_is_written(pg_driver, declared, answer):
-    """The key must be a non-empty str of at most 200 characters; never echoed."""
+    """The key must be a non-blank str of at most 200 characters; never echoed.
+
+    A key of only whitespace was accepted (one bucket for every blank key)
+    where ``lock(" ")`` is refused: refused here the same way.
+    """
 
     @declared(concurrency=Concurrency(key=lambda i: answer, limit=1))
     def keyed(ctx, *, secret: str):

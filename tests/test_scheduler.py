@@ -22,6 +22,7 @@ from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.worker.scheduler import Scheduler
 from tests.jobsapp.jobs import charge, noop
+from tests.support.values import four_byte_text
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -350,3 +351,32 @@ def test_an_occurrence_key_past_the_byte_limit_is_hashed_not_refused(
     assert len(keys) == 2 and len(set(keys)) == 2
     assert all(len(key.encode()) <= 512 for key in keys)
     assert all(":sha256:" in key for key in keys)
+
+
+def test_an_occurrence_key_stays_in_the_limit_whatever_the_task_name(
+    driver, clock, declare
+):
+    """A task name of 200 four-byte characters is 800 bytes alone: every
+    fire was refused (its actor, ``task:<name>``, passed the 512-byte limit).
+    The key and the actor fit now, one key per (occurrence, job key)."""
+    handle = declare(
+        name=four_byte_text(200),
+        enqueue=lambda occurrence: [
+            (charge, {"invoice_id": "k" * 500, "org_id": "o1"}),
+            (charge, {"invoice_id": "short", "org_id": "o1"}),
+        ],
+    )
+    scheduler_for(driver, clock, handle).tick()
+    clock.advance(minutes=1)
+    for _fire in range(2):
+        scheduler_for(driver, clock, handle).tick()
+    keys = [key for key, _run_at in stored_jobs(driver, name="tests.charge")]
+    assert len(keys) == 2 and len(set(keys)) == 2
+    assert all(len(key.encode()) <= 512 for key in keys)
+    # Attribution survives too, cut to the limit (it refused every fire).
+    from django_ultimate_jobs.models import Job
+
+    if not isinstance(driver, MemoryDriver):
+        (actor,) = set(Job.objects.values_list("enqueued_by", flat=True))
+        assert actor.startswith("task:" + handle.name[:50]) and actor.endswith("…")
+        assert len(actor.encode()) <= 512

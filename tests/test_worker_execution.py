@@ -415,6 +415,31 @@ def test_unknown_job_names_are_parked_without_spending_an_attempt(
     assert "X_JOB_UNKNOWN" in row.last_error
 
 
+def test_an_unknown_job_says_which_jobs_modules_the_worker_imported(
+    pg_driver, declared
+):
+    """The parked row's error lists the ``<app>.jobs`` modules autodiscovery
+    imported and says only installed apps' are: a newcomer whose app is not
+    in INSTALLED_APPS read only "no job registered" and could not tell why."""
+
+    @declared()
+    def elsewhere(ctx):
+        return None
+
+    enqueued = elsewhere.enqueue()
+    unregister(elsewhere.name)
+    drain(pg_driver)
+    error = pg_driver.get(enqueued.id).last_error
+    assert error.startswith(
+        f"X_JOB_UNKNOWN: no job registered as {elsewhere.name!r} in this worker; "
+        "the jobs modules it imported are tests.jobsapp.jobs "
+    ), error
+    assert "(only the jobs.py of an app in INSTALLED_APPS is imported)" in error
+    assert "app listed in INSTALLED_APPS" in error  # the fix
+    # tests.tasksapp has no jobs module: it is not listed.
+    assert "tasksapp" not in error
+
+
 def test_on_settled_runs_once_after_a_landed_completion(pg_driver, declared):
     """on_settled sees the completed outcome and the returned value itself."""
     calls = []

@@ -40,13 +40,12 @@ from .compat import (
     Task,
     TaskContext,
     TaskResult,
-    normalize_json,
     task_backends,
     task_finished,
     task_started,
 )
-from .errors import TaskFailed, TaskInvalid
-from .payload import PayloadInvalid, TaskPayload
+from .errors import RETURNED_PREFIX, TaskFailed, TaskInvalid
+from .payload import PayloadInvalid, TaskPayload, json_form
 from .policy import PolicyInvalid, TaskPolicy
 from .results import result_from_record
 
@@ -220,24 +219,27 @@ def _run_coroutine(
 
 
 def _json_safe(path: str, value: Any) -> Any:
+    """The return value as stored; refused as Django's backends refuse it.
+
+    Their normalisation raises ``TypeError`` (a type JSON has no form for)
+    or ``ValueError`` and they record it as the run's error: the result
+    reads FAILED with that exception class. Here too, under
+    ``X_TASK_INVALID``: not retried, since every attempt would return the
+    same value, and running the body again repeats its side effects.
+    """
     try:
-        normal = normalize_json(value)
+        normal = json_form(value)
         text = json.dumps(normal, allow_nan=False, ensure_ascii=False)
-        text.encode("utf-8")
-    except (TypeError, ValueError) as error:
-        # The cause stays: its message (and the recorded traceback) names
-        # the type JSON could not hold.
+        text.encode("utf-8")  # a lone surrogate: UnicodeEncodeError, a ValueError
+        if holds_escaped_nul(text):
+            raise ValueError("a string holds a NUL character, which jsonb cannot store")
+    except (TypeError, ValueError, RecursionError) as error:
+        kind = type(error)
         raise TaskInvalid(
-            f"the return value of {path} is not JSON-safe ({type(error).__name__})",
+            f"{RETURNED_PREFIX}{kind.__module__}.{kind.__qualname__}: {error}",
             fix="return ids, strings, numbers, booleans, lists and dicts",
             meta={"task": path},
         ) from error
-    if holds_escaped_nul(text):
-        raise TaskInvalid(
-            f"the return value of {path} contains a NUL character",
-            fix="strip NUL characters from the value the task returns",
-            meta={"task": path},
-        )
     return normal
 
 

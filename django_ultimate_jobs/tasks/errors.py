@@ -9,6 +9,9 @@ from ..errors import JobInputInvalid, JobsError, RetryClass, code_of
 __all__ = ["TaskFailed", "TaskInputInvalid", "TaskInvalid"]
 
 RAISED_PREFIX = "the task raised "
+RETURNED_PREFIX = "the task's return value is not JSON-safe: "
+"""Both are followed by an exception's class path: the one a ``TaskResult``
+error reports (``exception_class_path``), as Django's backends record it."""
 
 
 class TaskInvalid(JobsError):
@@ -17,7 +20,8 @@ class TaskInvalid(JobsError):
     Raised by the worker, never retried: the stored path does not name a
     ``django.tasks`` ``Task`` whose backend is a django-ultimate-jobs backend,
     the stored input is malformed, or the task returned a value JSON cannot
-    hold.
+    hold (stored with the ``TypeError`` or ``ValueError`` normalising it
+    raised, the exception class Django's backends record for it).
     """
 
     code = "X_TASK_INVALID"
@@ -55,9 +59,12 @@ class TaskFailed(JobsError):
         )
 
 
-class TaskInputInvalid(JobInputInvalid, TypeError):
+class TaskInputInvalid(JobInputInvalid, TypeError, ValueError):
     """``Task.enqueue()`` refused the arguments or the idempotency key.
 
-    Nothing was written. A ``TypeError`` too, as Django's own normalisation
-    raises for arguments JSON cannot hold; the code is ``X_JOB_INPUT_INVALID``.
+    Nothing was written; the code is ``X_JOB_INPUT_INVALID``. Both a
+    ``TypeError`` and a ``ValueError``, the two classes Django's own
+    normalisation raises (``TypeError`` for a type JSON has no form for,
+    ``ValueError`` for undecodable bytes), so ``except`` clauses written for
+    Django's backends keep catching it.
     """

@@ -2,14 +2,69 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .compat import normalize_json
 from .policy import PolicyInvalid, TaskPolicy
 
-__all__ = ["PayloadInvalid", "TaskPayload"]
+__all__ = ["PayloadInvalid", "TaskPayload", "json_form"]
+
+
+def json_form(value: Any) -> Any:
+    """``value`` as Django's task backends store it: normalised, keys as JSON writes them.
+
+    ``django.utils.json.normalize_json`` first (tuples become lists, bytes
+    strings), then every dict key becomes the string JSON writes for it
+    (``{1: "a"}`` -> ``{"1": "a"}``), as a JSON round trip does in Django's
+    database backends: the task receives what any later read of the result
+    shows. The ``@job`` API does not do this: there a non-string key is
+    refused.
+
+    Raises:
+        TypeError: a value or key JSON has no form for (Django's own
+            refusal for a ``datetime``).
+        ValueError: undecodable bytes (Django's), a non-finite float key,
+            or two keys of one dict that JSON writes the same (``1`` and
+            ``"1"``): one would silently replace the other.
+        RecursionError: nested past Python's recursion limit.
+    """
+    return _string_keys(normalize_json(value))
+
+
+def _string_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            text = key if isinstance(key, str) else _key_text(key)
+            if text in out:
+                raise ValueError(
+                    f"two keys of one dict are both {text!r} in JSON "
+                    "(a string key and a number key, say)"
+                )
+            out[text] = _string_keys(item)
+        return out
+    if isinstance(value, list):
+        return [_string_keys(item) for item in value]
+    return value
+
+
+def _key_text(key: Any) -> str:
+    # json.dumps writes bool and None keys as JSON words, numbers as their
+    # repr; it refuses other keys (TypeError) and non-finite floats.
+    if isinstance(key, bool) or key is None:
+        return json.dumps(key)
+    if isinstance(key, int):
+        return int.__repr__(key)
+    if isinstance(key, float):
+        if not math.isfinite(key):
+            raise ValueError(f"a dict key is a non-finite number ({key!r})")
+        return float.__repr__(key)
+    raise TypeError(f"Unsupported dict key type: {type(key)}")
 
 
 class PayloadInvalid(ValueError):

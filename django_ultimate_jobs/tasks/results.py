@@ -23,7 +23,7 @@ from ..drivers.base import JobRecord
 from ..errors import JobLeaseLost, JobsError
 from ..states import JobState
 from .compat import Task, TaskError, TaskResult, TaskResultStatus
-from .errors import RAISED_PREFIX
+from .errors import RAISED_PREFIX, RETURNED_PREFIX
 from .payload import TaskPayload
 
 __all__ = [
@@ -48,7 +48,10 @@ _STATUS = {
     JobState.CANCELLED: TaskResultStatus.FAILED,
 }
 _FINISHED = frozenset({TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED})
-_RAISED = re.compile(rf"^X_[A-Z0-9_]+: {RAISED_PREFIX}(?P<path>[^\s:]+)")
+_RAISED = re.compile(
+    rf"^X_[A-Z0-9_]+: (?:{re.escape(RAISED_PREFIX)}|{re.escape(RETURNED_PREFIX)})"
+    r"(?P<path>[^\s:]+)"
+)
 _CODE = re.compile(r"^(?P<code>X_[A-Z0-9_]+):")
 
 
@@ -136,7 +139,9 @@ def _as_enqueued(task: Task, record: JobRecord, payload: TaskPayload) -> Task:
 def error_class_path(text: str) -> str:
     """The exception class path behind a stored error text.
 
-    A task's own exception is stored as ``CODE: the task raised <path>: ...``;
+    A task's own exception is stored as ``CODE: the task raised <path>: ...``
+    (a return value JSON cannot hold as ``CODE: the task's return value is
+    not JSON-safe: <path>: ...``);
     the worker's errors (timeouts, lapsed leases, refusals) as ``CODE: ...``,
     mapped back to the ``JobsError`` subclass that owns the code.
     """

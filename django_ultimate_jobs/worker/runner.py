@@ -841,13 +841,15 @@ class Worker:
     def _park_unknown(self, attempt: Attempt) -> Execution:
         # Deploy skew: a newer release enqueued a job this one does not know.
         # Park it without spending an attempt; a worker that knows it will run it.
+        from ..registry import unknown_job  # the cause names where it looked
+
         claimed = attempt.claimed
         attempt.take_settlement()
         nack = NackRequest(
             job_id=claimed.id,
             identity=claimed.identity,
             delay_ms=self.config.unknown_park_ms,
-            error=f"X_JOB_UNKNOWN: no job registered as {claimed.name!r} in this worker",
+            error=unknown_job(claimed.name).render(),
             counts_as_attempt=False,
             park=True,
         )

@@ -7,6 +7,7 @@ never by Django at start-up.
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 
@@ -98,6 +99,28 @@ def keyed(order_id):
 def returns_object():
     CALLS.append("returns_object")
     return object()
+
+
+@task
+def complex_return_value():
+    """Django's own test task: a value neither JSON nor pickle can hold."""
+    CALLS.append("complex_return_value")
+    return lambda: True
+
+
+@task
+def returns_nan():
+    CALLS.append("returns_nan")
+    return {"ratio": float("nan")}
+
+
+@task
+def hang(flag):
+    """Block while ``flag`` (a file) exists, deaf to cancellation (as
+    django-tasks' ``hang`` task sleeps through a drain)."""
+    while os.path.exists(flag):
+        time.sleep(0.05)  # a task body that ignores cancellation (not a test wait)
+    return "released"
 
 
 def kinds_of(value):

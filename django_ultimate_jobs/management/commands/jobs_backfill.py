@@ -239,13 +239,24 @@ class Command(BaseCommand):
             live = job_state in LIVE_STATES
             row = Backfill.objects.filter(name=name, run_id=enqueued.run_id).first()
             if row is not None:
-                progress.show(row)
+                # Pending: no worker has begun the pass, so its total is not
+                # counted yet (a progress line would read 0/0 rows).
+                if row.state != "pending":
+                    progress.show(row)
                 if row.state in ("done", "paused") or (
                     row.state == "failed" and not live
                 ):
                     progress.end(row)
                     if row.state == "failed":
                         raise CommandError(f"backfill {name!r} failed: {row.error}")
+                    if row.state == "paused":
+                        # Not done: a script must not read it as success.
+                        raise CommandError(
+                            f"backfill {name!r} was paused before it was done "
+                            f"({row.rows_done:,} rows handled); resume it from the "
+                            "admin's Backfills page (or resume_backfill()), then "
+                            f"follow it: python manage.py jobs_backfill {name} --write"
+                        )
                     return
             if not live:
                 # Cancelled or removed before it ended, or its row was

@@ -341,9 +341,12 @@ def _install_signals(worker: Worker) -> None:
         nonlocal received
         received += 1
         if received > 1:
-            # A second signal means "now": skip the drain.
+            # A second signal means "now": skip the drain. Status 0, as
+            # django-tasks' db_worker ends on a second Ctrl-C: the worker
+            # stopped as asked (the jobs it held are retried once their
+            # leases lapse; jobs.worker.exit-now says so).
             logger.warning("jobs.worker.exit-now", extra={"signal": signum})
-            os._exit(1)
+            os._exit(0)
         worker.request_stop(reason=signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, on_signal)
