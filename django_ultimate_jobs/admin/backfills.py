@@ -28,6 +28,7 @@ from ..errors import BackfillUnknown, JobsError
 from ..models import Backfill
 from ..validation import storable
 from .audit import confirmation, is_confirmed, log_operator_action
+from .redacted import redacted_block
 
 __all__ = ["BackfillAdmin"]
 
@@ -57,6 +58,9 @@ class BackfillAdmin(admin.ModelAdmin):
         "error",
     )
     list_filter = ("state",)
+    # The cursor holds the last row's key values: shown through redact().
+    exclude = ("cursor",)
+    readonly_fields = ("redacted_cursor",)
     ordering = ("name",)
     actions = ("pause_selected", "resume_selected")
 
@@ -110,6 +114,11 @@ class BackfillAdmin(admin.ModelAdmin):
                 messages.error(request, error.render())
                 return HttpResponseRedirect(request.get_full_path())
         return super().changelist_view(request, extra_context)
+
+    @admin.display(description="cursor")
+    def redacted_cursor(self, row: Backfill) -> str:
+        """Where the pass stands, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(row.cursor)
 
     @admin.display(description="rows done / total")
     def progress(self, row: Backfill) -> str:

@@ -4,8 +4,9 @@ The list is built for millions of rows: newest first on the primary key
 (UUIDv7 ids are creation-ordered), filters whose choices are declared, an
 estimated count past 10,000 rows, search by id, id prefix or idempotency
 key, and the wide columns (input, stack, history) left unread. The job
-page renders :func:`django_ultimate_jobs.operator.show`: redacted input,
-error and stack, progress, the remaining retry schedule and the steps.
+page renders :func:`django_ultimate_jobs.operator.show`: error and stack,
+the remaining retry schedule, the steps, and the job data (input, progress,
+result, each step's output) redacted.
 """
 
 from __future__ import annotations
@@ -180,15 +181,18 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             for verb, states in _VERB_STATES.items()
             if state in states and request.user.has_perm(f"ultimate_jobs.{verb}_job")
         ]
+        # Job data as operator.show answers it: REDACT_KEYS values redacted.
+        steps = [
+            {**step, "output_json": _pretty(step["output"])} for step in job["steps"]
+        ]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{job['name']} {job['id']}",
-            "job": job,
+            "job": {**job, "steps": steps},
             "verbs": verbs,
             "as_json": {
-                key: json.dumps(job[key], indent=2, ensure_ascii=False, default=str)
-                for key in ("input", "progress", "result")
+                key: _pretty(job[key]) for key in ("input", "progress", "result")
             },
             "list_url": reverse("admin:ultimate_jobs_job_changelist"),
         }
@@ -217,3 +221,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             )
         )
         return pages + super().get_urls()
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

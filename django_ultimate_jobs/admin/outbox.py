@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from ..conf import jobs_settings
 from ..models import OutboxMessage
 from ..outbox.operator import status as outbox_status
+from .redacted import redacted_block
 
 __all__ = ["OutboxMessageAdmin"]
 
@@ -70,6 +71,9 @@ class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "last_error",
     )
     list_filter = (StatusFilter,)
+    # The JSON columns are shown through redact(), never as stored.
+    exclude = ("input", "extra")
+    readonly_fields = ("redacted_input", "redacted_extra")
     ordering = ("-staged_at", "-id")
     list_per_page = 50
     show_full_result_count = False
@@ -77,6 +81,16 @@ class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         """The messages of ``OUTBOX_DATABASE``."""
         return super().get_queryset(request).using(jobs_settings().outbox_database)
+
+    @admin.display(description="input")
+    def redacted_input(self, message: OutboxMessage) -> str:
+        """The job's input, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(message.input)
+
+    @admin.display(description="extra")
+    def redacted_extra(self, message: OutboxMessage) -> str:
+        """The enqueue's other options, redacted as the input is."""
+        return redacted_block(message.extra)
 
     @admin.display(description="status")
     def status(self, message: OutboxMessage) -> str:
