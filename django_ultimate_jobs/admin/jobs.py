@@ -28,7 +28,8 @@ from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
 from . import cron_tasks, dashboard, dead_letter, leases, queues, workers
 from .actions import JobActions, operate_view
-from .filters import FILTER_PARAMETERS, LIST_FILTERS
+from .filters import FILTER_PARAMETERS, LIST_FILTERS, StateFilter
+from .guards import ListGuard, searchable
 from .paging import EstimatedCountPaginator
 
 __all__ = ["JobAdmin"]
@@ -56,8 +57,12 @@ _VERB_STATES = {
 
 
 @admin.register(Job)
-class JobAdmin(JobActions, admin.ModelAdmin):
+class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     """Jobs: a fast list, a read-only page, permission-gated verbs."""
+
+    choice_parameters = {
+        StateFilter.parameter_name: frozenset(s.value for s in JobState)
+    }
 
     list_display = (
         "short_id",
@@ -113,6 +118,14 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         """
         return lookup in FILTER_PARAMETERS
 
+    def selection_problem(self, value: str) -> JobsError | None:
+        """A selected id that is not a UUID: ``X_JOB_ID_INVALID``."""
+        try:
+            operator.parse_job_id(value)
+        except JobsError as error:
+            return error
+        return None
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         """The job rows without their wide JSON and text columns."""
         return super().get_queryset(request).defer(*_WIDE)
@@ -124,6 +137,8 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
+        if not searchable(term):
+            return queryset.none(), False
         digits = term.lower().replace("-", "")
         match = Q(idempotency_key=term)
         if len(digits) == 32 and set(digits) <= _HEX:

@@ -19,9 +19,13 @@ from django.http import HttpRequest
 from ..conf import jobs_settings
 from ..models import OutboxMessage
 from ..outbox.operator import status as outbox_status
+from .guards import ListGuard
 from .redacted import redacted_block
 
 __all__ = ["OutboxMessageAdmin"]
+
+STATUSES = ("pending", "claimed", "published", "failed")
+"""The status filter's choices (another value redirects to ``?e=1``)."""
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -32,12 +36,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         """The four statuses a message can be in."""
-        return [
-            ("pending", "pending"),
-            ("claimed", "claimed"),
-            ("published", "published"),
-            ("failed", "failed"),
-        ]
+        return [(status, status) for status in STATUSES]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[Any]
@@ -56,8 +55,10 @@ class StatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class OutboxMessageAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-arg]
     """Read-only: messages are staged by enqueues and retired by the relay."""
+
+    choice_parameters = {StatusFilter.parameter_name: frozenset(STATUSES)}
 
     list_display = (
         "id",
