@@ -17,7 +17,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ERROR_FLAG
+from django.contrib.admin.views.main import ERROR_FLAG, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -66,6 +66,13 @@ class _ReadOnly:
 class _List(ListGuard, _ReadOnly):
     """A read-only list whose query string holds only storable text (a
     value no row can hold redirects to ``?e=1``, see :class:`ListGuard`)."""
+
+    def invalid_query(self, request: HttpRequest) -> bool:
+        """The filters' values, and the search: an exact key, so a key no
+        posting can hold is an invalid filter too (not the search form's
+        message the jobs list shows)."""
+        term = request.GET.get(SEARCH_VAR, "")
+        return super().invalid_query(request) or not searchable(term)
 
 
 def _by_key(
