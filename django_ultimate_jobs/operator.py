@@ -15,7 +15,6 @@ from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
 from .clock import system_clock
-from .conf import jobs_settings
 from .drivers import get_driver
 from .drivers.base import (
     MAX_BULK_ROWS,
@@ -122,7 +121,10 @@ def parse_job_id(value: str | UUID) -> UUID:
 
 
 def show(job_id: str | UUID) -> dict[str, Any]:
-    """One job: its row, and the delays left in its retry schedule.
+    """One job: its row, its steps, and the delays left in its retry schedule.
+
+    Input, progress, result, history and each step's output are redacted
+    (``REDACT_KEYS``), as every operator answer about a job is.
 
     Raises:
         JobIdInvalid, JobNotFound.
@@ -595,10 +597,15 @@ def _queue_name(queue: str) -> str:
     return queue
 
 
+# The structured job data a job's answer carries: redacted (REDACT_KEYS).
+_JOB_DATA = ("input", "progress", "result", "history")
+
+
 def _job_dict(record: JobRecord) -> dict[str, Any]:
     data = asdict(record)
     data["state"] = record.state.value
-    data["input"] = redact(record.input, jobs_settings().redact_keys)
+    for key in _JOB_DATA:
+        data[key] = redact(data[key])
     for key, value in data.items():
         if isinstance(value, UUID):
             data[key] = str(value)
@@ -645,6 +652,8 @@ def _step_dict(step: StepRecord) -> dict[str, Any]:
         "attempts": step.attempts,
         "event": step.event,
         "error": step.error,
+        # A wait_for_event step's output is the event's payload.
+        "output": redact(step.output),
     }
 
 

@@ -475,14 +475,16 @@ def test_jobs_outbox_lists_and_discards_a_message_that_cannot_publish(
     assert first["id"] == str(bad.id) and first["status"] == "failed"
     assert "uj_job_priority_range" in first["last_error"]
     out = StringIO()
-    call_command("jobs", "outbox-discard", str(bad.id), stdout=out)
+    call_command("jobs", "outbox-discard", str(bad.id), "--unredacted", stdout=out)
     assert f"discarded {bad.id}" in out.getvalue()
     assert publish_outbox() == 1
     assert list(Job.objects.values_list("id", flat=True)) == [held.id]
     with pytest.raises(CommandError, match="X_JOB_NOT_FOUND"):
-        call_command("jobs", "outbox-discard", str(held.id))  # published
+        call_command(
+            "jobs", "outbox-discard", str(held.id), "--unredacted"
+        )  # published
     with pytest.raises(CommandError, match="X_JOB_INPUT_INVALID"):
-        call_command("jobs", "outbox-discard", "not-a-uuid")
+        call_command("jobs", "outbox-discard", "not-a-uuid", "--unredacted")
 
 
 def test_the_admin_shows_a_lapsed_claim(admin_client, pg_driver):

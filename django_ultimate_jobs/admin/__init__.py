@@ -4,10 +4,13 @@
 the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
 ``workers``, ``leases`` (locks and concurrency slots, read-only) and
 ``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
-(progress, pause, resume). Every mutation goes through
-:mod:`django_ultimate_jobs.operator` (the backfill verbs through
+(progress, pause, resume). Every read and mutation goes through
+:mod:`django_ultimate_jobs.operator` (the dead-letter groups through
+:mod:`django_ultimate_jobs.dead_letters`, the backfill verbs through
 :mod:`django_ultimate_jobs.backfills`), behind its own permission, and is
-recorded in ``LogEntry`` (see :mod:`.audit`). ``ledger`` registers the
+recorded in ``LogEntry``, one entry per object acted on (see :mod:`.audit`).
+Every list refuses what no row can hold before a query (:mod:`.guards`),
+and every JSON column is shown redacted (:mod:`.redacted`). ``ledger`` registers the
 read-only ledger postings, lines and balances; ``outbox`` the read-only
 outbox messages.
 """

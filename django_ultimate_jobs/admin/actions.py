@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from .. import operator
 from ..drivers.base import MAX_BULK_ROWS
-from ..errors import JobsError
+from ..errors import JobNotFound, JobsError
 from ..models import Job
 from .audit import (
     VERB_PERMISSIONS,
@@ -120,6 +120,14 @@ class JobActions:
         require(request, VERB_PERMISSIONS[verb])
         rows = list(queryset.order_by("id").values_list("id", "name")[:MAX_BULK_ROWS])
         jobs = [(str(job_id), f"{name} {job_id}") for job_id, name in rows]
+        if not jobs:
+            # Nothing to confirm: no "0 job(s)?" page, no empty log.
+            gone = JobNotFound(
+                "none of the selected jobs exists any more",
+                fix="reload the list",
+            )
+            messages.error(request, gone.render())
+            return None
         if not is_confirmed(request):
             return confirmation(
                 request,

@@ -16,18 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.admin.models import CHANGE
-from django.contrib.admin.views.main import ERROR_FLAG
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse
 
 from ..backfills import pause_backfill, resume_backfill
 from ..errors import BackfillUnknown, JobsError
 from ..models import Backfill
 from ..validation import storable
 from .audit import confirmation, is_confirmed, log_operator_action
+from .guards import ListGuard
+from .redacted import redacted_block
 
 __all__ = ["BackfillAdmin"]
 
@@ -43,8 +43,10 @@ _PERMISSION = "ultimate_jobs.change_backfill"
 
 
 @admin.register(Backfill)
-class BackfillAdmin(admin.ModelAdmin):
+class BackfillAdmin(ListGuard, admin.ModelAdmin):
     """Backfills: progress per name; pause / resume for ``change_backfill``."""
+
+    choice_parameters = dict.fromkeys(_LOOKUPS, _STATES)
 
     list_display = (
         "name",
@@ -57,6 +59,9 @@ class BackfillAdmin(admin.ModelAdmin):
         "error",
     )
     list_filter = ("state",)
+    # The cursor holds the last row's key values: shown through redact().
+    exclude = ("cursor",)
+    readonly_fields = ("redacted_cursor",)
     ordering = ("name",)
     actions = ("pause_selected", "resume_selected")
 
@@ -89,27 +94,29 @@ class BackfillAdmin(admin.ModelAdmin):
             raise Http404("no such backfill")
         return super().get_object(request, object_id, from_field)
 
+    def selection_problem(self, value: str) -> JobsError | None:
+        """A selected name no row can hold (a NUL): ``X_BACKFILL_UNKNOWN``."""
+        if storable(value):
+            return None
+        return BackfillUnknown(
+            f"no backfill can be named {value!r}", meta={"backfill": value}
+        )
+
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
-        """The list; a bad state filter redirects to ``?e=1``, a verb posted
-        without the permission is a 403."""
-        for key in _LOOKUPS & set(request.GET):
-            if request.GET[key] not in _STATES and ERROR_FLAG not in request.GET:
-                return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
+        """The list (a bad state filter redirects to ``?e=1``, see
+        :class:`ListGuard`); a verb posted without the permission is a 403."""
         if request.method == "POST" and request.POST.get("action") in _VERBS:
             # The action filter hides the verbs; this refuses a POST naming one.
             if not self.has_operate_permission(request):
                 raise PermissionDenied(f"needs the {_PERMISSION} permission")
-            selected = request.POST.getlist(ACTION_CHECKBOX_NAME)
-            bad = [name for name in selected if not storable(name)]
-            if bad:
-                error = BackfillUnknown(
-                    f"no backfill can be named {bad[0]!r}", meta={"backfill": bad[0]}
-                )
-                messages.error(request, error.render())
-                return HttpResponseRedirect(request.get_full_path())
         return super().changelist_view(request, extra_context)
+
+    @admin.display(description="cursor")
+    def redacted_cursor(self, row: Backfill) -> str:
+        """Where the pass stands, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(row.cursor)
 
     @admin.display(description="rows done / total")
     def progress(self, row: Backfill) -> str:
@@ -143,6 +150,11 @@ class BackfillAdmin(admin.ModelAdmin):
     ) -> HttpResponse | None:
         names = list(queryset.values_list("name", flat=True))
         label, past = _VERBS[action]
+        if not names:
+            # Nothing to confirm: no "0 backfill(s)?" page, no empty log.
+            gone = BackfillUnknown("none of the selected backfills has a row")
+            messages.error(request, gone.render())
+            return None
         if not is_confirmed(request):
             return confirmation(
                 request,

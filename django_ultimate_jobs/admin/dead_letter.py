@@ -1,8 +1,11 @@
 """The dead-letter page: dead jobs grouped by job name and error code.
 
-Each group gets a "Retry" button (``retry_job``, confirmed, logged) that
-calls :func:`django_ultimate_jobs.operator.requeue_many` for that job name
-and error code: up to 1,000 jobs a press, the page says how many remain.
+Each group gets a "Retry" button (``retry_job``, confirmed, logged per job)
+that calls :func:`django_ultimate_jobs.dead_letters.retry_group`: the
+group's oldest 1,000 jobs a press, the page says how many remain. The
+confirmation lists the jobs the press will move, read by the same query as
+the retry; a group with no name or code, or with no dead job left in it, is
+refused with its coded error.
 """
 
 from __future__ import annotations
@@ -11,12 +14,11 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin.models import CHANGE
-from django.db.models import Count, F, Func, Max, TextField, Value
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
-from .. import operator
+from .. import dead_letters
 from ..errors import JobsError
 from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
@@ -24,39 +26,20 @@ from .audit import confirmation, is_confirmed, log_operator_action, require
 __all__ = ["view"]
 
 _RECENT = 25
-
-
-class _ErrorCode(Func):
-    """``split_part(last_error, ':', 1)``: ``X_CODE`` of ``X_CODE: cause``.
-
-    An error without a message has no colon: ``RuntimeError`` is its own
-    group. The operator's ``error_code`` filter matches the same expression,
-    so a group's retry moves exactly the group.
-    """
-
-    function = "split_part"
-    output_field = TextField()
+_REFUSALS_SHOWN = 10
 
 
 def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
-    """GET: the groups. POST ``name``: retry that job's dead letters."""
+    """GET: the groups. POST ``name`` and ``code``: retry that group."""
     require(request, "view_job")
     if request.method == "POST":
         return _retry_group(model_admin, request)
-    dead = Job.objects.filter(state="dead")
-    groups = (
-        dead.annotate(code=_code())
-        .values("name", "code")
-        .annotate(count=Count("id"), latest=Max("updated_at"))
-        .order_by("name", "-count")
-    )
-    recent = dead.defer("input", "last_error_stack", "history").order_by("-updated_at")
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
         "title": "Dead letters",
-        "groups": list(groups),
-        "recent": list(recent[:_RECENT]),
+        "groups": dead_letters.groups(),
+        "recent": dead_letters.recent(_RECENT),
         "can_retry": request.user.has_perm("ultimate_jobs.retry_job"),
         "list_url": reverse("admin:ultimate_jobs_job_changelist"),
     }
@@ -67,53 +50,63 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
 
 def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
     require(request, "retry_job")
-    name = request.POST.get("name", "")
-    # No code: the group of dead jobs without an error, or every dead job
-    # of the name when retried from a link that names none.
-    code = request.POST.get("code") or None
-    group = f"{name} {code}" if code else name
+    # Absent stays None: the group is refused, never widened to "any".
+    name, code = request.POST.get("name"), request.POST.get("code")
     here = reverse("admin:ultimate_jobs_job_dead_letter")
     try:
-        # Refuses text PostgreSQL cannot hold before any query meets it.
-        operator.job_filter(state="dead", name=name, error_code=code)
+        if not is_confirmed(request):
+            return _confirm(model_admin, request, dead_letters.group(name, code))
+        answer = dead_letters.retry_group(name, code)
     except JobsError as error:
         messages.error(request, error.render())
         return HttpResponseRedirect(here)
-    if not is_confirmed(request):
-        dead = Job.objects.filter(state="dead", name=name)
-        if code:
-            dead = dead.annotate(code=_code()).filter(code=code)
-        return confirmation(
-            request,
-            {
-                **model_admin.admin_site.each_context(request),
-                "opts": model_admin.opts,
-                "title": f"Retry the dead {group} jobs?",
-                "verb_label": "Retry",
-                "summary": f"{dead.count()} dead job(s); up to 1,000 move per press.",
-                "fields": {"name": name, "code": code or ""},
-                "cancel_url": here,
-            },
-        )
-    try:
-        moved = operator.requeue_many(state="dead", name=name, error_code=code)
-    except JobsError as error:
-        messages.error(request, error.render())
-        return HttpResponseRedirect(here)
+    assert name is not None and code is not None  # retry_group refused them
+    label = dead_letters.group_label(name, code)
+    moved = answer["moved"]
+    # One entry per job moved, linked to its page; none when nothing moved.
     log_operator_action(
         request,
         Job,
-        [(name, f"dead {group} jobs")],
+        [(job_id, f"{name} {job_id}") for job_id in moved],
         flag=CHANGE,
-        message=f"Retried {moved['affected']} dead {group} job(s) (admin)",
+        message=f"Retried from the dead-letter group {label} (admin)",
     )
-    messages.success(
-        request,
-        f"{moved['affected']} dead {group} job(s) queued again; "
-        f"{moved['remaining']} remaining.",
-    )
+    if moved:
+        messages.success(
+            request,
+            f"{len(moved)} dead {label} job(s) queued again; "
+            f"{answer['remaining']} remaining.",
+        )
+    for job_id, refusal in answer["refused"][:_REFUSALS_SHOWN]:
+        messages.error(request, f"{job_id}: {refusal}")
+    if len(answer["refused"]) > _REFUSALS_SHOWN:
+        more = len(answer["refused"]) - _REFUSALS_SHOWN
+        messages.error(request, f"... and {more} more refusals.")
     return HttpResponseRedirect(here)
 
 
-def _code() -> _ErrorCode:
-    return _ErrorCode(F("last_error"), Value(":"), Value(1))
+def _confirm(
+    model_admin: Any, request: HttpRequest, group: dict[str, Any]
+) -> HttpResponse:
+    label = dead_letters.group_label(group["name"], group["code"])
+    jobs = group["jobs"]
+    shown = len(jobs)
+    summary = f"{group['count']} dead job(s) in the group"
+    summary += (
+        "; all move on this press."
+        if shown == group["count"]
+        else f"; the oldest {shown} move on this press."
+    )
+    return confirmation(
+        request,
+        {
+            **model_admin.admin_site.each_context(request),
+            "opts": model_admin.opts,
+            "title": f"Retry the dead {label} jobs?",
+            "verb_label": "Retry",
+            "summary": summary,
+            "jobs": [(job["id"], f"{job['name']} {job['id']}") for job in jobs],
+            "fields": {"name": group["name"], "code": group["code"]},
+            "cancel_url": reverse("admin:ultimate_jobs_job_dead_letter"),
+        },
+    )

@@ -4,8 +4,9 @@ The list is built for millions of rows: newest first on the primary key
 (UUIDv7 ids are creation-ordered), filters whose choices are declared, an
 estimated count past 10,000 rows, search by id, id prefix or idempotency
 key, and the wide columns (input, stack, history) left unread. The job
-page renders :func:`django_ultimate_jobs.operator.show`: redacted input,
-error and stack, progress, the remaining retry schedule and the steps.
+page renders :func:`django_ultimate_jobs.operator.show`: error and stack,
+the remaining retry schedule, the steps, and the job data (input, progress,
+result, each step's output) redacted.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
 from . import cron_tasks, dashboard, dead_letter, leases, queues, workers
 from .actions import JobActions, operate_view
-from .filters import FILTER_PARAMETERS, LIST_FILTERS
+from .filters import FILTER_PARAMETERS, LIST_FILTERS, StateFilter
+from .guards import ListGuard, searchable
 from .paging import EstimatedCountPaginator
 
 __all__ = ["JobAdmin"]
@@ -55,8 +57,12 @@ _VERB_STATES = {
 
 
 @admin.register(Job)
-class JobAdmin(JobActions, admin.ModelAdmin):
+class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     """Jobs: a fast list, a read-only page, permission-gated verbs."""
+
+    choice_parameters = {
+        StateFilter.parameter_name: frozenset(s.value for s in JobState)
+    }
 
     list_display = (
         "short_id",
@@ -112,6 +118,14 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         """
         return lookup in FILTER_PARAMETERS
 
+    def selection_problem(self, value: str) -> JobsError | None:
+        """A selected id that is not a UUID: ``X_JOB_ID_INVALID``."""
+        try:
+            operator.parse_job_id(value)
+        except JobsError as error:
+            return error
+        return None
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         """The job rows without their wide JSON and text columns."""
         return super().get_queryset(request).defer(*_WIDE)
@@ -123,6 +137,8 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         term = search_term.strip()
         if not term:
             return queryset, False
+        if not searchable(term):
+            return queryset.none(), False
         digits = term.lower().replace("-", "")
         match = Q(idempotency_key=term)
         if len(digits) == 32 and set(digits) <= _HEX:
@@ -180,15 +196,18 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             for verb, states in _VERB_STATES.items()
             if state in states and request.user.has_perm(f"ultimate_jobs.{verb}_job")
         ]
+        # Job data as operator.show answers it: REDACT_KEYS values redacted.
+        steps = [
+            {**step, "output_json": _pretty(step["output"])} for step in job["steps"]
+        ]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{job['name']} {job['id']}",
-            "job": job,
+            "job": {**job, "steps": steps},
             "verbs": verbs,
             "as_json": {
-                key: json.dumps(job[key], indent=2, ensure_ascii=False, default=str)
-                for key in ("input", "progress", "result")
+                key: _pretty(job[key]) for key in ("input", "progress", "result")
             },
             "list_url": reverse("admin:ultimate_jobs_job_changelist"),
         }
@@ -217,3 +236,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             )
         )
         return pages + super().get_urls()
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)

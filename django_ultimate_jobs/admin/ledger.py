@@ -17,7 +17,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.exceptions import DisallowedModelAdminLookup
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.contrib.admin.views.main import ERROR_FLAG
+from django.contrib.admin.views.main import ERROR_FLAG, SEARCH_VAR
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -29,6 +29,7 @@ from ..ledger import Money, model_book
 from ..models import LedgerLine, LedgerPosting
 from ..validation import storable
 from .filters import ChosenValueFilter
+from .guards import ListGuard, searchable
 
 __all__ = ["LedgerLineAdmin", "LedgerPostingAdmin"]
 
@@ -62,28 +63,29 @@ class _ReadOnly:
         return False
 
 
-class _List(_ReadOnly):
-    """A read-only list whose query string holds only storable text."""
+class _List(ListGuard, _ReadOnly):
+    """A read-only list whose query string holds only storable text (a
+    value no row can hold redirects to ``?e=1``, see :class:`ListGuard`)."""
 
-    def get_changelist_instance(self, request: HttpRequest) -> Any:
-        """The list, or ``?e=1`` for a value no row can hold.
-
-        Raises:
-            IncorrectLookupParameters: a parameter holds a NUL or a lone
-                surrogate; the list redirects to ``?e=1`` as the jobs list
-                does.
-        """
-        if not _storable_query(request):
-            raise IncorrectLookupParameters("a value PostgreSQL cannot hold")
-        return super().get_changelist_instance(request)  # type: ignore[misc]
+    def invalid_query(self, request: HttpRequest) -> bool:
+        """The filters' values, and the search: an exact key, so a key no
+        posting can hold is an invalid filter too (not the search form's
+        message the jobs list shows)."""
+        term = request.GET.get(SEARCH_VAR, "")
+        return super().invalid_query(request) or not searchable(term)
 
 
 def _by_key(
     queryset: QuerySet[Any], search_term: str, field: str
 ) -> tuple[QuerySet[Any], bool]:
-    # An exact key: a LIKE over every key would scan the table.
+    # An exact key: a LIKE over every key would scan the table. A term no
+    # key can hold (a NUL, from the autocomplete endpoint) matches nothing.
     term = search_term.strip()
-    return (queryset.filter(**{field: term}) if term else queryset), False
+    if not term:
+        return queryset, False
+    if not searchable(term):
+        return queryset.none(), False
+    return queryset.filter(**{field: term}), False
 
 
 class AccountFilter(ChosenValueFilter):

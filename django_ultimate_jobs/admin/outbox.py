@@ -19,8 +19,13 @@ from django.http import HttpRequest
 from ..conf import jobs_settings
 from ..models import OutboxMessage
 from ..outbox.operator import status as outbox_status
+from .guards import ListGuard
+from .redacted import redacted_block
 
 __all__ = ["OutboxMessageAdmin"]
+
+STATUSES = ("pending", "claimed", "published", "failed")
+"""The status filter's choices (another value redirects to ``?e=1``)."""
 
 
 class StatusFilter(admin.SimpleListFilter):
@@ -31,12 +36,7 @@ class StatusFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         """The four statuses a message can be in."""
-        return [
-            ("pending", "pending"),
-            ("claimed", "claimed"),
-            ("published", "published"),
-            ("failed", "failed"),
-        ]
+        return [(status, status) for status in STATUSES]
 
     def queryset(
         self, request: HttpRequest, queryset: QuerySet[Any]
@@ -55,8 +55,10 @@ class StatusFilter(admin.SimpleListFilter):
 
 
 @admin.register(OutboxMessage)
-class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class OutboxMessageAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-arg]
     """Read-only: messages are staged by enqueues and retired by the relay."""
+
+    choice_parameters = {StatusFilter.parameter_name: frozenset(STATUSES)}
 
     list_display = (
         "id",
@@ -70,6 +72,9 @@ class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         "last_error",
     )
     list_filter = (StatusFilter,)
+    # The JSON columns are shown through redact(), never as stored.
+    exclude = ("input", "extra")
+    readonly_fields = ("redacted_input", "redacted_extra")
     ordering = ("-staged_at", "-id")
     list_per_page = 50
     show_full_result_count = False
@@ -77,6 +82,16 @@ class OutboxMessageAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         """The messages of ``OUTBOX_DATABASE``."""
         return super().get_queryset(request).using(jobs_settings().outbox_database)
+
+    @admin.display(description="input")
+    def redacted_input(self, message: OutboxMessage) -> str:
+        """The job's input, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(message.input)
+
+    @admin.display(description="extra")
+    def redacted_extra(self, message: OutboxMessage) -> str:
+        """The enqueue's other options, redacted as the input is."""
+        return redacted_block(message.extra)
 
     @admin.display(description="status")
     def status(self, message: OutboxMessage) -> str:

@@ -21,6 +21,7 @@ from django.utils import timezone
 from ..conf import jobs_settings
 from ..errors import JobInputInvalid, JobNotFound
 from ..models import OutboxMessage
+from ..redaction import redact
 from .store import outbox_database
 
 __all__ = ["MAX_LISTED", "discard", "unpublished"]
@@ -32,22 +33,28 @@ MAX_LISTED = 200
 
 
 def unpublished(limit: int = 50) -> dict[str, Any]:
-    """The oldest unpublished messages, in publish order, and how many wait."""
+    """The oldest unpublished messages, in publish order, and how many wait.
+
+    Each message's input is redacted (``REDACT_KEYS``).
+    """
     if not 1 <= limit <= MAX_LISTED:
         raise JobInputInvalid(
             f"--limit must be from 1 to {MAX_LISTED}, got {limit!r}",
             fix=f"pass --limit between 1 and {MAX_LISTED}",
         )
     rows = OutboxMessage.objects.using(outbox_database()).filter(published_at=None)
-    messages = [_message_dict(m) for m in rows.order_by("staged_at", "id")[:limit]]
+    page = rows.order_by("staged_at", "id")[:limit]
+    messages = [_message_dict(m, input=redact(m.input)) for m in page]
     return {"pending": rows.count(), "messages": messages}
 
 
 def discard(message_id: str | UUID) -> dict[str, Any]:
     """Delete one unpublished message: it will never become a job.
 
-    Answers the message as it was (name, queue, input...), so the operator
-    can enqueue its job again by hand once the cause is fixed.
+    Answers the message as it was (name, queue, input...), its input
+    unredacted: the one deliberate full print, so the operator can enqueue
+    its job again by hand once the cause is fixed (``jobs outbox-discard``
+    asks for ``--unredacted`` first).
 
     Raises:
         JobInputInvalid: the id is not a UUID.
@@ -69,7 +76,7 @@ def discard(message_id: str | UUID) -> dict[str, Any]:
             fix="python manage.py jobs outbox lists the unpublished ones",
             meta={"id": str(parsed)},
         )
-    answer = _message_dict(message)
+    answer = _message_dict(message, input=message.input)
     logger.warning(
         "jobs.outbox.discarded",
         extra={"outbox_message": str(parsed), "job": message.name},
@@ -77,12 +84,12 @@ def discard(message_id: str | UUID) -> dict[str, Any]:
     return answer
 
 
-def _message_dict(message: OutboxMessage) -> dict[str, Any]:
+def _message_dict(message: OutboxMessage, *, input: Any) -> dict[str, Any]:
     return {
         "id": str(message.id),
         "name": message.name,
         "queue": message.queue,
-        "input": message.input,
+        "input": input,
         "status": status(message),
         "staged_at": message.staged_at,
         "claimed_by": message.claimed_by,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import operator
 from ...errors import JobsError
 from ...outbox import operator as outbox_operator
+from ...terminal import printable, printable_json, printable_tree
 
 
 class Command(BaseCommand):
@@ -77,10 +77,17 @@ class Command(BaseCommand):
         waiting.add_argument(
             "--limit", type=int, default=50, help="rows at most, 1 to 200"
         )
-        verbs.add_parser(
+        discard = verbs.add_parser(
             "outbox-discard",
             help="delete an unpublished outbox message (it never becomes a job)",
-        ).add_argument("message_id")
+        )
+        discard.add_argument("message_id")
+        discard.add_argument(
+            "--unredacted",
+            action="store_true",
+            help="required: the message is printed whole, REDACT_KEYS values "
+            "included, so its job can be enqueued again by hand",
+        )
         holding.add_argument("--prefix", default="", help="only keys starting so")
         holding.add_argument(
             "--limit", type=int, default=200, help="rows at most, 1 to 200"
@@ -143,17 +150,20 @@ class Command(BaseCommand):
                 else operator.leases(prefix=options["prefix"], limit=options["limit"])
             ),
             "outbox": lambda: outbox_operator.unpublished(options["limit"]),
-            "outbox-discard": lambda: outbox_operator.discard(options["message_id"]),
+            "outbox-discard": lambda: _discard(options),
         }
         try:
             answer = actions[verb]()
         except JobsError as error:
+            # The message quotes stored text (step names...): escaped too.
             if options["json"]:
                 self.stderr.write(_error_json(error))
-                raise JsonRefusal(error.render()) from error
-            raise CommandError(error.render()) from error
+                raise JsonRefusal(printable(error.render())) from error
+            raise CommandError(printable(error.render())) from error
         if options["json"]:
             self.stdout.write(json.dumps(answer, indent=2, sort_keys=True, default=str))
+            if verb == "outbox-discard":
+                self.stderr.write(_UNREDACTED)
         else:
             kind = "tasks" if options.get("task") else "queues"
             self.stdout.write(_human(verb, answer, kind=kind))
@@ -199,6 +209,20 @@ def _names(value: str | None) -> list[str] | None:
     return [name.strip() for name in value.split(",")]
 
 
+_UNREDACTED = "the message's input is printed UNREDACTED (REDACT_KEYS values included)"
+
+
+def _discard(options: dict[str, Any]) -> dict[str, Any]:
+    # The full print is the point (the job can be enqueued again by hand),
+    # so it is asked for by name, as the change permission is in the admin.
+    if not options["unredacted"]:
+        raise CommandError(
+            "outbox-discard deletes the message and prints its input whole, "
+            "REDACT_KEYS values included: pass --unredacted to do both"
+        )
+    return outbox_operator.discard(options["message_id"])
+
+
 def _pause_or_resume(options: dict[str, Any], *, pause: bool) -> Any:
     queue, task = options["queue"], options["task"]
     if (queue is None) == (task is None):
@@ -206,6 +230,66 @@ def _pause_or_resume(options: dict[str, Any], *, pause: bool) -> Any:
     if task is not None:
         return operator.pause_task(task) if pause else operator.resume_task(task)
     return operator.pause_queue(queue) if pause else operator.resume_queue(queue)
+
+
+def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
+    """The answer as lines for a terminal: every stored string escaped.
+
+    ``safe`` is the answer with each string :func:`printable`; job data
+    (input, progress, result) is printed as JSON from the answer itself
+    (already redacted by the operator), then escaped as one line.
+    """
+    safe = printable_tree(answer)
+    if verb == "ls":
+        return _page(safe)
+    if verb in ("show", "retry", "cancel", "promote"):
+        return _human_job(verb, safe, answer)
+    if verb == "count":
+        return str(answer)
+    if verb == "rm":
+        return f"removed {safe['id']}"
+    if verb in ("pause", "resume"):
+        names = ", ".join(p["name"] for p in safe) or "none"
+        return f"paused {kind}: {names}"
+    if verb == "outbox-discard":
+        return (
+            f"discarded {safe['id']} ({safe['name']} on queue {safe['queue']})\n"
+            f"input, UNREDACTED (REDACT_KEYS values included): {printable_json(answer['input'])}"
+        )
+    if verb == "run-task":
+        return "\n".join(
+            f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in safe
+        )
+    formatters: dict[str, Callable[[Any], str]] = {
+        "tasks": _human_tasks,
+        "leases": _human_leases,
+        "outbox": _human_outbox,
+        "stats": _human_stats,
+        "workers": _human_workers,
+    }
+    return formatters[verb](safe)
+
+
+def _human_job(verb: str, safe: dict[str, Any], answer: dict[str, Any]) -> str:
+    lines = [f"{safe['name']} {safe['id']}: {safe['state']}"]
+    lines.append(
+        f"  queue={safe['queue']} attempt={safe['attempt']}/"
+        f"{safe['max_attempts']} run_at={safe['run_at']}"
+    )
+    if safe.get("last_error"):
+        lines.append(f"  last error: {safe['last_error']}")
+    if verb == "show":
+        if safe.get("retry_delays_ms"):
+            lines.append(f"  retries left, ms: {safe['retry_delays_ms']}")
+        # Job data as the operator answered it: REDACT_KEYS values redacted.
+        for key in ("input", "progress", "result"):
+            if answer.get(key) is not None:
+                lines.append(f"  {key}: {printable_json(answer[key])}")
+    for step in safe.get("steps", []):
+        took = "" if step["duration_ms"] is None else f" {step['duration_ms']} ms"
+        error = f" error: {step['error']}" if step["error"] else ""
+        lines.append(f"  step {step['name']}: {step['status']}{took}{error}")
+    return "\n".join(lines)
 
 
 def _human_tasks(answer: list[dict[str, Any]]) -> str:
@@ -220,84 +304,19 @@ def _human_tasks(answer: list[dict[str, Any]]) -> str:
     )
 
 
-def _human(verb: str, answer: Any, *, kind: str = "queues") -> str:
-    if verb == "ls":
-        return _page(answer)
-    if verb in ("show", "retry", "cancel", "promote"):
-        lines = [f"{answer['name']} {answer['id']}: {answer['state']}"]
-        lines.append(
-            f"  queue={answer['queue']} attempt={answer['attempt']}/"
-            f"{answer['max_attempts']} run_at={answer['run_at']}"
-        )
-        if answer.get("last_error"):
-            lines.append(f"  last error: {answer['last_error']}")
-        if verb == "show" and answer.get("retry_delays_ms"):
-            lines.append(f"  retries left, ms: {answer['retry_delays_ms']}")
-        for step in answer.get("steps", []):
-            took = "" if step["duration_ms"] is None else f" {step['duration_ms']} ms"
-            error = f" error: {step['error']}" if step["error"] else ""
-            lines.append(f"  step {step['name']}: {step['status']}{took}{error}")
-        return "\n".join(lines)
-    if verb == "count":
-        return str(answer)
-    if verb == "rm":
-        return f"removed {answer['id']}"
-    if verb in ("pause", "resume"):
-        names = ", ".join(p["name"] for p in answer) or "none"
-        return f"paused {kind}: {names}"
-    if verb == "tasks":
-        return _human_tasks(answer)
-    if verb == "leases":
-        return _human_leases(answer)
-    if verb == "outbox":
-        return _human_outbox(answer)
-    if verb == "outbox-discard":
-        return f"discarded {answer['id']} ({answer['name']}, input {answer['input']})"
-    if verb == "run-task":
-        return "\n".join(
-            f"{e['id']}{' (deduped)' if e['deduped'] else ''}" for e in answer
-        )
-    if verb == "stats":
-        rows = [
-            f"{q['queue']:<20} ready={q['ready']} delayed={q['delayed']} "
-            f"running={q['running']} suspended={q['suspended']} failed={q['failed']} "
-            f"dead={q['dead']}"
-            for q in answer["queues"]
-        ]
-        return "\n".join(rows) or "no jobs"
-    return (
-        "\n".join(
-            f"{w['id']} host={w['host']} pid={w['pid']} queues={','.join(w['queues'])} "
-            f"in_flight={len(w['in_flight'])}"
-            for w in answer
-        )
-        or "no workers"
-    )
-
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _printable(text: str) -> str:
-    # Lease keys come from users' input (a concurrency key function, a
-    # lock name): a newline would forge a line of this listing, an escape
-    # sequence would drive the operator's terminal. Shown escaped instead.
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
-
-
 def _human_leases(answer: list[dict[str, Any]] | dict[str, Any]) -> str:
     if isinstance(answer, dict):
         return "\n".join(
-            f"released {_printable(answer['key'])} #{row['slot']} "
-            f"holder={_printable(row['holder'])} "
+            f"released {answer['key']} #{row['slot']} "
+            f"holder={row['holder']} "
             f"token={row['token']}{' (had lapsed)' if row['expired'] else ''}: "
             "the lock is free; its old holder loses it at its next renewal, "
             "and its fenced writes are refused once the next holder writes"
             for row in answer["released"]
         )
     lines = [
-        f"{_printable(lease['key'])} #{lease['slot']} ({lease['kind']}) "
-        f"holder={_printable(lease['holder'])} token={lease['token']} "
+        f"{lease['key']} #{lease['slot']} ({lease['kind']}) "
+        f"holder={lease['holder']} token={lease['token']} "
         f"expires={lease['expires_at']}{' EXPIRED' if lease['expired'] else ''}"
         for lease in answer
     ]
@@ -313,6 +332,27 @@ def _human_outbox(answer: dict[str, Any]) -> str:
     ]
     lines.append(f"{answer['pending']} unpublished")
     return "\n".join(lines)
+
+
+def _human_stats(answer: dict[str, Any]) -> str:
+    rows = [
+        f"{q['queue']:<20} ready={q['ready']} delayed={q['delayed']} "
+        f"running={q['running']} suspended={q['suspended']} failed={q['failed']} "
+        f"dead={q['dead']}"
+        for q in answer["queues"]
+    ]
+    return "\n".join(rows) or "no jobs"
+
+
+def _human_workers(answer: list[dict[str, Any]]) -> str:
+    return (
+        "\n".join(
+            f"{w['id']} host={w['host']} pid={w['pid']} queues={','.join(w['queues'])} "
+            f"in_flight={len(w['in_flight'])}"
+            for w in answer
+        )
+        or "no workers"
+    )
 
 
 def _page(answer: dict[str, Any]) -> str:

@@ -30,6 +30,7 @@ from ...backfills import (
 from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
 from ...states import LIVE_STATES
+from ...terminal import printable
 
 POLL_S = 0.5
 """How often a followed pass's row is read."""
@@ -99,7 +100,8 @@ class Command(BaseCommand):
                 names = [options["name"]] if options["name"] else None
                 self._run(names, options)
         except JobsError as error:
-            raise CommandError(error.render()) from error
+            # The message may quote a name given on the command line.
+            raise CommandError(printable(error.render())) from error
 
     # -- --list / --pending ------------------------------------------------------
 
@@ -173,8 +175,8 @@ class Command(BaseCommand):
         return order
 
     def _refuse(self, name: str, error: JobsError, refused: list[str]) -> None:
-        refused.append(name)
-        self.stderr.write(f"{name}: {error.render()}")
+        refused.append(printable(name))
+        self.stderr.write(printable(f"{name}: {error.render()}"))
 
     def _enqueue_all(
         self, chosen: list[str], force: bool, refused: list[str], *, together: bool
@@ -204,7 +206,9 @@ class Command(BaseCommand):
                 self._refuse(name, error, refused)
                 continue
             note = " (already queued)" if enqueued.deduped else ""
-            self.stdout.write(f"{name}: pass queued as job {enqueued.id}{note}")
+            self.stdout.write(
+                f"{printable(name)}: pass queued as job {enqueued.id}{note}"
+            )
             started.append((name, enqueued))
         return started
 
@@ -217,7 +221,7 @@ class Command(BaseCommand):
             except CommandError as error:
                 if not together:
                     raise
-                refused.append(name)
+                refused.append(printable(name))
                 self.stderr.write(str(error))
 
     def _follow(self, name: str, enqueued: Enqueued) -> None:
@@ -248,14 +252,16 @@ class Command(BaseCommand):
                 ):
                     progress.end(row)
                     if row.state == "failed":
-                        raise CommandError(f"backfill {name!r} failed: {row.error}")
+                        raise CommandError(
+                            f"backfill {name!r} failed: {printable(row.error)}"
+                        )
                     if row.state == "paused":
                         # Not done: a script must not read it as success.
                         raise CommandError(
                             f"backfill {name!r} was paused before it was done "
                             f"({row.rows_done:,} rows handled); resume it from the "
                             "admin's Backfills page (or resume_backfill()), then "
-                            f"follow it: python manage.py jobs_backfill {name} --write"
+                            f"follow it: python manage.py jobs_backfill {printable(name)} --write"
                         )
                     return
             if not live:
@@ -274,7 +280,8 @@ class Progress:
 
     def __init__(self, out: Any, name: str) -> None:
         self.out = out
-        self.name = name
+        # The bar writes its own \r and erase; the name writes none.
+        self.name = printable(name)
         self.tty = bool(out.isatty())
         self.first: tuple[float, int] | None = None
         self.last_line = -PLAIN_EVERY_S
@@ -335,16 +342,17 @@ def _pages(count: int) -> str:
 
 
 def _describe(name: str, state: str, row: Any, requires: tuple[str, ...]) -> str:
-    text = f"{name}: {state}"
+    # The row's error is stored text (an exception message): escaped.
+    text = printable(f"{name}: {state}")
     if row is not None:
         total = "?" if row.total is None else f"{row.total:,}"
         text += f", {row.rows_done:,}/{total} rows, {_pages(row.pages_done)}"
         if row.finished_at is not None:
             text += f", finished {row.finished_at.isoformat()}"
         if row.error:
-            text += f", last error: {row.error}"
+            text += f", last error: {printable(row.error)}"
     if requires:
-        text += f" (requires {', '.join(requires)})"
+        text += printable(f" (requires {', '.join(requires)})")
     return text
 
 
@@ -353,12 +361,12 @@ def _dry_run(name: str) -> str:
     spec = get_backfill(name)
     text = (
         # "Up to": a failed or paused pass resumes after its cursor.
-        f"{name} ({plan.state}): would handle up to {plan.rows:,} rows in "
+        f"{printable(name)} ({plan.state}): would handle up to {plan.rows:,} rows in "
         f"{_pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
         f"(at least {_duration(plan.seconds)})"
     )
     if plan.unmet:
-        text += f"; waits for {', '.join(plan.unmet)} (not done)"
+        text += printable(f"; waits for {', '.join(plan.unmet)} (not done)")
     return text
 
 

@@ -1,0 +1,269 @@
+"""Group retries and bulk actions in the admin: exactly the set confirmed,
+and one ``LogEntry`` per object acted on, whose link opens it.
+
+The dead-letter page's group retry acts on the group its confirmation
+listed, read by the same query; an empty or missing group is refused. Every
+bulk verb of the app's admin (the list actions of every registered model,
+the dead-letter group retry, the cron task's run now) logs each object it
+moved, never one entry for a batch and nothing for a press that moved
+nothing; ``BULK_VERBS`` lists them, and a new one fails
+``test_every_bulk_action_has_a_row`` until it is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import User
+from django.test import RequestFactory
+from django.urls import reverse
+
+from django_ultimate_jobs.backfills import enqueue_backfill, pause_backfill
+from django_ultimate_jobs.models import Job
+from tests.jobsapp.jobs import noop
+from tests.support.dead import dead_job
+
+pytestmark = pytest.mark.postgres
+
+DEAD = "admin:ultimate_jobs_job_dead_letter"
+
+
+def states(driver, ids) -> list[str]:
+    return [driver.get(job_id).state for job_id in ids]
+
+
+def test_an_empty_or_missing_group_is_refused_and_moves_nothing(
+    admin_client, pg_driver
+):
+    """``name=&confirmed=yes`` once retried every dead job: each malformed
+    group is refused with a message, nothing moves, nothing is logged."""
+    ids = [dead_job(pg_driver, n=n) for n in range(3)]
+    ids.append(dead_job(pg_driver, "X_TIMEOUT: slow", n=9))
+    url = reverse(DEAD)
+    for group in (
+        {"name": ""},
+        {"name": "", "code": ""},
+        {"name": "", "code": "X_BOOM"},
+        {"code": "X_BOOM"},
+        {"name": "tests.noop"},  # no code: a group is a name and a code
+        {},
+    ):
+        for confirmed in ({}, {"confirmed": "yes"}):
+            page = admin_client.post(url, {**group, **confirmed}, follow=True)
+            assert page.status_code == 200, group
+            assert "X_JOB_PAGE_INVALID" in page.text, group
+            assert "Yes, retry" not in page.text, group
+    assert set(states(pg_driver, ids)) == {"dead"}
+    assert not LogEntry.objects.exists()
+
+
+def test_a_group_with_no_dead_job_is_refused_not_confirmed(admin_client, pg_driver):
+    """A group that matches no dead job: a message, no "0 dead job(s)" page."""
+    job_id = dead_job(pg_driver)
+    url = reverse(DEAD)
+    for group in (
+        {"name": "tests.noop", "code": "X_NONE"},
+        {"name": "t.x", "code": ""},
+    ):
+        for confirmed in ({}, {"confirmed": "yes"}):
+            page = admin_client.post(url, {**group, **confirmed}, follow=True)
+            assert "X_JOB_NOT_FOUND" in page.text and "Yes, retry" not in page.text
+    assert states(pg_driver, [job_id]) == ["dead"]
+    assert not LogEntry.objects.exists()
+
+
+def test_the_retry_moves_exactly_the_jobs_the_confirmation_listed(
+    admin_client, pg_driver
+):
+    """The group of dead jobs without an error moves alone: not the same
+    name's other groups, not another name's."""
+    bare = [dead_job(pg_driver, None, n=n) for n in range(2)]
+    coded = dead_job(pg_driver, n=5)
+    url = reverse(DEAD)
+    page = admin_client.get(url)
+    groups = {(g["name"], g["code"]): g["count"] for g in page.context["groups"]}
+    assert groups == {("tests.noop", ""): 2, ("tests.noop", "X_BOOM"): 1}
+    assert "(no error)" in page.text
+    group = {"name": "tests.noop", "code": ""}
+    confirm = admin_client.post(url, group)
+    listed = [job_id for job_id, _ in confirm.context["jobs"]]
+    assert sorted(listed) == sorted(str(i) for i in bare)
+    admin_client.post(url, {**group, "confirmed": "yes"})
+    assert states(pg_driver, [*bare, coded]) == ["ready", "ready", "dead"]
+
+
+def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
+    admin_client, admin_user, pg_driver
+):
+    """One LogEntry per job moved; its link opens the job page, and the
+    job's history page shows it."""
+    ids = [dead_job(pg_driver, n=n) for n in range(3)]
+    other = dead_job(pg_driver, "X_TIMEOUT: slow", n=9)
+    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
+    moved = admin_client.post(reverse(DEAD), group, follow=True)
+    assert "3 dead tests.noop X_BOOM job(s) queued again; 0 remaining" in moved.text
+    entries = LogEntry.objects.order_by("object_id")
+    assert sorted(e.object_id for e in entries) == sorted(str(i) for i in ids)
+    for entry in entries:
+        assert entry.user_id == admin_user.pk
+        assert entry.change_message == (
+            "Retried from the dead-letter group tests.noop X_BOOM (admin)"
+        )
+        assert admin_client.get(entry.get_admin_url()).status_code == 200
+        history = reverse("admin:ultimate_jobs_job_history", args=[entry.object_id])
+        assert "Retried from the dead-letter group" in admin_client.get(history).text
+    assert states(pg_driver, [other]) == ["dead"]
+
+
+def test_a_press_that_moves_nothing_logs_nothing(admin_client, pg_driver):
+    """Each job of the group refused (a live job holds its key): the
+    refusals are shown, nothing is logged."""
+    job_id = dead_job(pg_driver, n=1)
+    Job.objects.filter(id=job_id).update(idempotency_key="k")
+    holder = noop.using(idempotency_key="k").enqueue(n=2)
+    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
+    page = admin_client.post(reverse(DEAD), group, follow=True)
+    assert "X_JOB_DUPLICATE" in page.text
+    assert states(pg_driver, [job_id, holder.id]) == ["dead", "ready"]
+    assert not LogEntry.objects.exists()
+
+
+# -- every bulk verb of the admin ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bulk:
+    """How to press one bulk verb over objects of which some cannot move."""
+
+    setup: Callable[[Any], tuple[list[str], list[str]]]
+    """Answers (objects pressed on, objects that move)."""
+    press: Callable[[Any, list[str], dict[str, str]], Any]
+    """POSTs the verb over the objects, with the extra fields given."""
+
+
+def _action(model: str, action: str) -> Callable[[Any, list[str], dict], Any]:
+    def press(client, objects, extra):
+        url = reverse(f"admin:ultimate_jobs_{model}_changelist")
+        data = {"action": action, "_selected_action": objects, **extra}
+        return client.post(url, data, follow=True)
+
+    return press
+
+
+def _jobs(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
+    def setup(driver):
+        done = str(dead_job(driver, n=1))
+        ready = str(noop.enqueue(n=2).id)
+        delayed = str(noop.using(delay="1h").enqueue(n=3).id)
+        movable = {
+            "retry": [done],
+            "cancel": [ready, delayed],
+            "promote": [ready, delayed],
+            "remove": [done, ready, delayed],
+        }[verb]
+        return [done, ready, delayed], movable
+
+    return setup
+
+
+def _backfills(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
+    def setup(driver):
+        from tests.jobsapp.jobs import BACKFILL_GROUPS
+
+        small, big = sorted(BACKFILL_GROUPS)
+        enqueue_backfill(small)
+        enqueue_backfill(big)
+        pause_backfill(big)
+        # Pause moves the pending one; resume moves the paused one.
+        return [small, big], [small] if verb == "pause" else [big]
+
+    return setup
+
+
+def _dead_group(driver):
+    ids = [str(dead_job(driver, n=n)) for n in range(2)]
+    Job.objects.filter(id=ids[1]).update(idempotency_key="k")
+    noop.using(idempotency_key="k").enqueue(n=9)  # holds the key: refused
+    return ids, ids[:1]
+
+
+def _press_group(client, objects, extra):
+    group = {"name": "tests.noop", "code": "X_BOOM", **extra}
+    return client.post(reverse(DEAD), group, follow=True)
+
+
+def _cron_run(driver):
+    return ["ultimate_jobs.retention"], ["ultimate_jobs.retention"]
+
+
+def _press_run(client, objects, extra):
+    url = reverse("admin:ultimate_jobs_job_cron_tasks")
+    data = {"task": objects[0], "verb": "run", **extra}
+    return client.post(url, data, follow=True)
+
+
+BULK_VERBS: dict[str, Bulk] = {
+    **{
+        f"job.{verb}_selected": Bulk(_jobs(verb), _action("job", f"{verb}_selected"))
+        for verb in ("retry", "cancel", "promote", "remove")
+    },
+    **{
+        f"backfill.{verb}_selected": Bulk(
+            _backfills(verb), _action("backfill", f"{verb}_selected")
+        )
+        for verb in ("pause", "resume")
+    },
+    "dead-letter group retry": Bulk(_dead_group, _press_group),
+    "cron task run now": Bulk(_cron_run, _press_run),
+}
+
+
+def test_every_bulk_action_has_a_row(db):
+    """Every list action of every model admin of the app is in BULK_VERBS."""
+    request = RequestFactory().get("/")
+    request.user = User.objects.create_superuser("probe", password="pw")
+    actions = {
+        f"{model._meta.model_name}.{name}"
+        for model, model_admin in admin.site._registry.items()
+        if model._meta.app_label == "ultimate_jobs"
+        for name in model_admin.get_actions(request)
+    }
+    assert actions <= set(BULK_VERBS)
+    assert {key for key in BULK_VERBS if "." in key} == actions
+
+
+@pytest.mark.parametrize("label", sorted(BULK_VERBS))
+def test_each_bulk_verb_logs_each_object_it_moved(admin_client, pg_driver, label):
+    """Confirmed: one entry per object moved, none for the refused ones, each
+    link resolving; a second press that moves nothing logs nothing."""
+    verb = BULK_VERBS[label]
+    objects, movable = verb.setup(pg_driver)
+    assert not LogEntry.objects.exists()
+    verb.press(admin_client, objects, {})  # the confirmation page acts on nothing
+    assert not LogEntry.objects.exists()
+    verb.press(admin_client, objects, {"confirmed": "yes"})
+    entries = list(LogEntry.objects.all())
+    if label == "cron task run now":
+        # Logged against the job it queued, not the task.
+        (entry,) = entries
+        assert Job.objects.get(id=entry.object_id).name == movable[0]
+    else:
+        assert sorted(e.object_id for e in entries) == sorted(movable)
+    for entry in entries:
+        url = entry.get_admin_url()
+        if entry.is_deletion():
+            continue  # Django links no removed object
+        assert url and admin_client.get(url).status_code == 200, (label, url)
+    # Again over what did not move (run now: again; its job is deduped).
+    rest = (
+        objects
+        if label == "cron task run now"
+        else [o for o in objects if o not in movable]
+    )
+    verb.press(admin_client, rest, {"confirmed": "yes"})
+    assert LogEntry.objects.count() == len(entries)
