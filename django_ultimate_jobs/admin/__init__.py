@@ -9,18 +9,24 @@ the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
 :mod:`django_ultimate_jobs.backfills`), behind its own permission, and is
 recorded in ``LogEntry`` (see :mod:`.audit`). ``ledger`` registers the
 read-only ledger postings, lines and balances; ``outbox`` the read-only
-outbox messages.
+outbox messages. ``subjects`` registers the read-only subject requests and
+erase audit; ``consumers`` the stream consumers (pause, resume).
 """
 
 from .backfills import BackfillAdmin
+from .consumers import ConsumerAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
+from .subjects import ErasureRecordAdmin, SubjectRequestAdmin
 
 __all__ = [
     "BackfillAdmin",
+    "ConsumerAdmin",
+    "ErasureRecordAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
+    "SubjectRequestAdmin",
 ]

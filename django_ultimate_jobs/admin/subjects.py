@@ -1,0 +1,141 @@
+"""Subject requests and the erase audit: read-only pages.
+
+The requests page lists each export and erase with its progress (rows done
+of the rows counted at its start), who asked, and the archive an export
+wrote; a request's page shows its erase records inline. The audit page
+lists every erase record (model, field, policy, rows, who asked), filtered
+by subject, policy or sweep. Nothing here writes: requests come from
+``export_subject()`` / ``erase_subject()`` (or ``jobs_subject``), records
+from the erase itself, and the database refuses UPDATE and DELETE on the
+records anyway. Only the list filters reach the query string.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import Http404, HttpRequest
+
+from ..models import ErasureRecord, SubjectRequest
+from ..validation import storable
+
+__all__ = ["ErasureRecordAdmin", "SubjectRequestAdmin"]
+
+_REQUEST_LOOKUPS = frozenset(
+    {"kind", "kind__exact", "state", "state__exact", "subject", "subject__exact"}
+)
+_RECORD_LOOKUPS = frozenset(
+    {"policy", "policy__exact", "sweep", "sweep__exact", "subject", "subject__exact"}
+)
+
+
+class _ReadOnly:
+    """No add, change or delete: these rows are written by jobs only."""
+
+    lookups: frozenset[str] = frozenset()
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """Requests come from the API or the command, never a form."""
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """A request's row is its job's to write; the audit never changes."""
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        """An erase's request anchors its audit records: never deleted here."""
+        return False
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
+        """Only the list filters (any other lookup is a 400)."""
+        return lookup in self.lookups and storable(value)
+
+
+class ErasureRecordInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
+    """An erase's records, in the order they were written."""
+
+    model = ErasureRecord
+    fields = ("model", "field", "policy", "rows", "sweep", "recorded_at")
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(SubjectRequest)
+class SubjectRequestAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+    """Exports and erases: state, progress, who asked, the archive."""
+
+    lookups = _REQUEST_LOOKUPS
+    list_display = (
+        "created_at",
+        "kind",
+        "subject",
+        "state",
+        "progress",
+        "requested_by",
+        "archive",
+        "finished_at",
+        "error",
+    )
+    list_filter = ("kind", "state", "subject")
+    readonly_fields = (
+        "id",
+        "subject",
+        "kind",
+        "state",
+        "key_digest",
+        "requested_by",
+        "storage",
+        "archive",
+        "job_id",
+        "run_id",
+        "rows_done",
+        "pages_done",
+        "total",
+        "summary",
+        "error",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "updated_at",
+    )
+    # The key (while the request is live) is never shown: it may be an
+    # email address, and the digest finds a subject's requests.
+    exclude = ("key",)
+    inlines = (ErasureRecordInline,)
+
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> SubjectRequest | None:
+        """The row, or a 404 for an id no row can hold (a NUL)."""
+        if not storable(object_id):
+            raise Http404("no such request")
+        return super().get_object(request, object_id, from_field)
+
+    @admin.display(description="rows done / total")
+    def progress(self, row: SubjectRequest) -> str:
+        """``120 / 400 (30%)``."""
+        if row.total is None:
+            return f"{row.rows_done:,} / ?"
+        share = min(100, 100 * row.rows_done // row.total) if row.total else 100
+        return f"{row.rows_done:,} / {row.total:,} ({share}%)"
+
+
+@admin.register(ErasureRecord)
+class ErasureRecordAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg]
+    """The erase audit: what was erased, how, how many rows, on whose request."""
+
+    lookups = _RECORD_LOOKUPS
+    list_display = (
+        "recorded_at",
+        "subject",
+        "model",
+        "field",
+        "policy",
+        "rows",
+        "requested_by",
+        "sweep",
+        "request",
+    )
+    list_filter = ("subject", "policy", "sweep")
+    readonly_fields = list_display
