@@ -439,6 +439,25 @@ def test_the_command_follows_a_run_with_items_and_no_total(declare, pg_driver):
     assert text.rstrip().endswith("t.cons.follow: idle, 12 items in 2 batches")
 
 
+def test_on_a_terminal_a_run_shows_items_and_rate_without_a_bar():
+    from django.core.management.base import OutputWrapper
+
+    from django_ultimate_jobs.management.commands.jobs_consumer import _RunRow
+    from django_ultimate_jobs.management.following import OpenProgress
+
+    class Terminal(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    progress = OpenProgress(OutputWrapper(screen), "billing.stripe")
+    progress.show(_RunRow(state="running", rows_done=0, pages_done=0))
+    progress.first = (progress.first[0] - 2.0, 0)  # as if it began 2 s ago
+    progress.show(_RunRow(state="running", rows_done=900, pages_done=9))
+    last = screen.getvalue().split("\r")[-1]
+    assert last == "billing.stripe: 900 items, 450 items/s\x1b[K"  # no bar, no ETA
+
+
 @pytest.mark.parametrize(
     ("args", "code"),
     [
@@ -477,6 +496,12 @@ def test_the_admin_lists_cursors_and_pauses_and_resumes(declare, admin_client):
     listing = reverse("admin:ultimate_jobs_consumer_changelist")
     page = admin_client.get(listing)
     assert page.status_code == 200 and "t.cons.admin" in page.text
+    for query, status in (
+        ({"state__exact": "idle"}, 200),
+        ({"state": "bogus"}, 400),
+        ({"cursor__gt": "1"}, 400),
+    ):
+        assert admin_client.get(listing, query).status_code == status, query
 
     form = {"action": "pause_selected", "_selected_action": ["t.cons.admin"]}
     asked = admin_client.post(listing, form)

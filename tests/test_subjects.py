@@ -598,6 +598,13 @@ def test_a_delete_the_database_refuses_fails_terminally_with_a_code(declare, pg_
     assert row.state == "failed" and row.error.startswith("X_SUBJECT_ERASE_BLOCKED")
     assert Customer.objects.filter(pk=customer.pk).exists()
     assert not ErasureRecord.objects.exists()
+    # The command following it exits 1 with the code, not a traceback.
+    from django_ultimate_jobs.management.commands.jobs_subject import Command
+
+    with pytest.raises(CommandError, match="the erase failed: X_SUBJECT_ERASE_BLOCKED"):
+        Command(stdout=StringIO())._follow(
+            "erase", requested, {"no_follow": False, "subject": "t.subj.blocked"}
+        )
 
 
 def test_a_second_request_of_a_live_one_meets_it(pg_driver):
@@ -702,6 +709,34 @@ def test_the_command_erases_and_reports_what_was_erased(pg_driver):
     assert "erase of tests.customer: done, 6/6 rows, requested by dpo" in out
 
 
+def test_on_a_terminal_the_progress_of_a_request_is_a_bar():
+    from django.core.management.base import OutputWrapper
+
+    from django_ultimate_jobs.management.following import Progress
+
+    class Terminal(StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    progress = Progress(OutputWrapper(screen), "erase tests.customer")
+    row = SubjectRequest(rows_done=0, total=1200, pages_done=0, state="running")
+    progress.show(row)
+    progress.first = (progress.first[0] - 2.0, 0)  # as if it began 2 s ago
+    row.rows_done = 600
+    progress.show(row)
+    last = screen.getvalue().split("\r")[-1]
+    assert last.startswith(
+        "erase tests.customer [###############               ] 600/1,200 rows"
+    )
+    assert ", 300 rows/s" in last and "ETA 2s" in last
+
+
+def test_the_command_needs_an_action():
+    with pytest.raises(CommandError, match="arguments are required: action"):
+        _command()
+
+
 class _Requested:
     def __init__(self, row):
         self.request_id, self.job_id, self.deduped = row.id, row.job_id, False
@@ -762,3 +797,11 @@ def test_the_admin_shows_progress_and_the_audit_read_only(pg_driver, admin_clien
         == 400
     )
     assert ErasureRecord.objects.get(pk=record.pk).rows == record.rows
+    requests = reverse("admin:ultimate_jobs_subjectrequest_changelist")
+    for query, status in (
+        ({"state__exact": "done", "kind": "erase"}, 200),
+        ({"state__exact": "bogus"}, 400),  # a value no row can hold
+        ({"key__icontains": "ann"}, 400),  # never a lookup on the key
+        ({"subject": "a\x00b"}, 400),
+    ):
+        assert admin_client.get(requests, query).status_code == status, query

@@ -12,6 +12,7 @@ records anyway. Only the list filters reach the query string.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
@@ -22,18 +23,28 @@ from ..validation import storable
 
 __all__ = ["ErasureRecordAdmin", "SubjectRequestAdmin"]
 
-_REQUEST_LOOKUPS = frozenset(
-    {"kind", "kind__exact", "state", "state__exact", "subject", "subject__exact"}
-)
-_RECORD_LOOKUPS = frozenset(
-    {"policy", "policy__exact", "sweep", "sweep__exact", "subject", "subject__exact"}
-)
+
+def _one_of(values: list[str]) -> Callable[[str], bool]:
+    return lambda value: value in values
+
+
+# Each list filter's parameters and the values a row can hold; nothing else
+# reaches a query (another lookup, or such a value, is a 400).
+_REQUEST_LOOKUPS: dict[str, Callable[[str], bool]] = {
+    **dict.fromkeys(("kind", "kind__exact"), _one_of(SubjectRequest.Kind.values)),
+    **dict.fromkeys(("state", "state__exact"), _one_of(SubjectRequest.State.values)),
+    **dict.fromkeys(("subject", "subject__exact"), storable),
+}
+_RECORD_LOOKUPS: dict[str, Callable[[str], bool]] = {
+    **dict.fromkeys(("policy", "policy__exact", "subject", "subject__exact"), storable),
+    **dict.fromkeys(("sweep", "sweep__exact"), _one_of(["0", "1"])),
+}
 
 
 class _ReadOnly:
     """No add, change or delete: these rows are written by jobs only."""
 
-    lookups: frozenset[str] = frozenset()
+    lookups: dict[str, Callable[[str], bool]] = {}
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         """Requests come from the API or the command, never a form."""
@@ -48,8 +59,9 @@ class _ReadOnly:
         return False
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        """Only the list filters (any other lookup is a 400)."""
-        return lookup in self.lookups and storable(value)
+        """Only the list filters, with a value a row can hold (else a 400)."""
+        check = self.lookups.get(lookup)
+        return check is not None and check(value)
 
 
 class ErasureRecordInline(_ReadOnly, admin.TabularInline):  # type: ignore[type-arg]
