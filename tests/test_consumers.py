@@ -34,6 +34,7 @@ from django_ultimate_jobs.registry import get_job
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.testing.scheduling import run_scheduler
 from tests.jobsapp.models import StreamEffect, StreamEvent
+from tests.support.terminal import terminal
 
 pytestmark = pytest.mark.django_db
 
@@ -440,22 +441,17 @@ def test_the_command_follows_a_run_with_items_and_no_total(declare, pg_driver):
 
 
 def test_on_a_terminal_a_run_shows_items_and_rate_without_a_bar():
-    from django.core.management.base import OutputWrapper
-
     from django_ultimate_jobs.management.commands.jobs_consumer import _RunRow
     from django_ultimate_jobs.management.following import OpenProgress
 
-    class Terminal(StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    screen = Terminal()
-    progress = OpenProgress(OutputWrapper(screen), "billing.stripe")
+    screen, stdout = terminal()
+    progress = OpenProgress(stdout, "billing.stripe")
     progress.show(_RunRow(state="running", rows_done=0, pages_done=0))
-    progress.first = (progress.first[0] - 2.0, 0)  # as if it began 2 s ago
-    progress.show(_RunRow(state="running", rows_done=900, pages_done=9))
+    # As if it began 2,000 s ago (a slow machine's milliseconds do not count).
+    progress.first = (progress.first[0] - 2000.0, 0)
+    progress.show(_RunRow(state="running", rows_done=900_000, pages_done=9000))
     last = screen.getvalue().split("\r")[-1]
-    assert last == "billing.stripe: 900 items, 450 items/s\x1b[K"  # no bar, no ETA
+    assert last == "billing.stripe: 900,000 items, 450 items/s\x1b[K"  # no bar, no ETA
 
 
 @pytest.mark.parametrize(

@@ -53,6 +53,7 @@ from django_ultimate_jobs.subjects import (
 from django_ultimate_jobs.subjects.declaration import registered_subjects
 from django_ultimate_jobs.testing import run_jobs
 from tests.jobsapp.models import Customer, Order, Review, Touch
+from tests.support.terminal import terminal
 from tests.support.workers import django_command
 
 pytestmark = pytest.mark.django_db
@@ -710,26 +711,22 @@ def test_the_command_erases_and_reports_what_was_erased(pg_driver):
 
 
 def test_on_a_terminal_the_progress_of_a_request_is_a_bar():
-    from django.core.management.base import OutputWrapper
-
     from django_ultimate_jobs.management.following import Progress
 
-    class Terminal(StringIO):
-        def isatty(self) -> bool:
-            return True
-
-    screen = Terminal()
-    progress = Progress(OutputWrapper(screen), "erase tests.customer")
-    row = SubjectRequest(rows_done=0, total=1200, pages_done=0, state="running")
+    screen, stdout = terminal()
+    progress = Progress(stdout, "erase tests.customer")
+    row = SubjectRequest(rows_done=0, total=1_200_000, pages_done=0, state="running")
     progress.show(row)
-    progress.first = (progress.first[0] - 2.0, 0)  # as if it began 2 s ago
-    row.rows_done = 600
+    # As if it began 2,000 s ago: a slow test machine's milliseconds between
+    # the two reads move the rate by a millionth, not a unit.
+    progress.first = (progress.first[0] - 2000.0, 0)
+    row.rows_done = 600_000
     progress.show(row)
     last = screen.getvalue().split("\r")[-1]
     assert last.startswith(
-        "erase tests.customer [###############               ] 600/1,200 rows"
+        "erase tests.customer [###############               ] 600,000/1,200,000 rows"
     )
-    assert ", 300 rows/s" in last and "ETA 2s" in last
+    assert ", 300 rows/s" in last and "ETA 33m20s" in last
 
 
 def test_the_command_needs_an_action():
