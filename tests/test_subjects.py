@@ -1,6 +1,6 @@
-"""Data subjects: declarations and marks, export, erase and its audit, the
-coverage check, ``manage.py jobs_subject`` and the admin pages, on
-PostgreSQL through the real worker path (``run_jobs``).
+"""Data subjects: declarations and personal_marks, the coverage check, export, erase
+and its audit, on PostgreSQL through the real worker path (``run_jobs``).
+The command and the admin pages: tests/test_subjects_command.py.
 
 The test app's ``tests.customer`` subject (tests/jobsapp/jobs.py) covers
 its Customer, Order and Review tables; each UPDATE or DELETE of one of
@@ -46,87 +46,19 @@ from django_ultimate_jobs.subjects import (
     retain,
     subject,
     table,
-    unmark_personal_data,
-    unregister_subject,
     value,
 )
 from django_ultimate_jobs.subjects.declaration import registered_subjects
-from django_ultimate_jobs.testing import run_jobs
 from tests.jobsapp.models import Customer, Order, Review, Touch
-from tests.support.terminal import terminal
+from tests.support.subjects import (
+    drain,
+    make_customer,
+    nothing_requested,
+    request_of,
+)
 from tests.support.workers import django_command
 
 pytestmark = pytest.mark.django_db
-
-MEMORY_STORAGE = {"BACKEND": "django.core.files.storage.InMemoryStorage"}
-
-
-@pytest.fixture
-def memory_storage(settings):
-    """``STORAGES["default"]`` in memory; answers the storage."""
-    from django.core.files.storage import storages
-
-    settings.STORAGES = {**settings.STORAGES, "default": MEMORY_STORAGE}
-    return storages["default"]
-
-
-@pytest.fixture
-def declare():
-    """Declare subjects in a test; each is forgotten afterwards."""
-    names: list[str] = []
-
-    def make(name: str, tables, **options):
-        subject(name=name, tables=tables, **options)
-        names.append(name)
-        return name
-
-    yield make
-    for name in names:
-        unregister_subject(name)
-
-
-@pytest.fixture
-def marks():
-    """Mark fields in a test; the marks are removed afterwards."""
-    made: list[tuple[type, tuple[str, ...]]] = []
-
-    def mark(model, *fields: str) -> None:
-        mark_personal_data(model, *fields)
-        made.append((model, fields))
-
-    yield mark
-    for model, fields in made:
-        unmark_personal_data(model, *fields)
-
-
-def _customer(n: int = 1, orders: int = 3, reviews: int = 2) -> Customer:
-    customer = Customer.objects.create(
-        email=f"ann{n}@example.com", name=f"Ann {n}", phone=f"+33 6 00 00 00 {n:02d}"
-    )
-    Order.objects.bulk_create(
-        Order(customer=customer, shipping_address=f"{n} rue des Lilas #{i}", total=i)
-        for i in range(orders)
-    )
-    Review.objects.bulk_create(
-        Review(author=customer, body=f"review {i} by Ann {n}") for i in range(reviews)
-    )
-    return customer
-
-
-def _drain(pg_driver):
-    return run_jobs(queues=["ultimate_jobs"], driver=pg_driver)
-
-
-def _request(requested) -> SubjectRequest:
-    return SubjectRequest.objects.get(id=requested.request_id)
-
-
-def _nothing_requested() -> bool:
-    return (
-        not SubjectRequest.objects.exists()
-        and not Job.objects.filter(name__startswith="ultimate_jobs.subject.").exists()
-    )
-
 
 # -- declarations and marks ----------------------------------------------------------
 
@@ -224,13 +156,13 @@ def test_a_bad_subject_is_refused_whole_and_nothing_is_registered():
     assert [s.name for s in registered_subjects()] == before
 
 
-def test_a_second_declaration_of_a_name_elsewhere_is_a_duplicate(declare):
-    declare("t.subj.dup", [table(Review, by="author", erase=DELETE)])
+def test_a_second_declaration_of_a_name_elsewhere_is_a_duplicate(declare_subject):
+    declare_subject("t.subj.dup", [table(Review, by="author", erase=DELETE)])
     with pytest.raises(JobDuplicate):
         subject(name="t.subj.dup", tables=[table(Review, by="author", erase=DELETE)])
 
 
-def test_marks_come_from_the_field_and_from_the_registry(marks):
+def test_marks_come_from_the_field_and_from_the_registry(personal_marks):
     from django_ultimate_jobs.subjects import personal_data_fields
 
     assert personal_data_fields(Customer) == {
@@ -238,7 +170,7 @@ def test_marks_come_from_the_field_and_from_the_registry(marks):
         "name": "identity",
         "phone": "contact",
     }
-    marks(Order, "total")
+    personal_marks(Order, "total")
     assert personal_data_fields(Order) == {
         "shipping_address": "personal",
         "total": "personal",
@@ -253,8 +185,8 @@ def test_the_test_apps_marks_are_covered():
     call_command("check", stdout=StringIO())
 
 
-def test_check_fails_for_a_marked_model_no_subject_lists(marks):
-    marks(Touch, "tbl")
+def test_check_fails_for_a_marked_model_no_subject_lists(personal_marks):
+    personal_marks(Touch, "tbl")
     with pytest.raises(SystemCheckError) as failed:
         call_command("check", stdout=StringIO(), stderr=StringIO())
     text = str(failed.value)
@@ -262,8 +194,8 @@ def test_check_fails_for_a_marked_model_no_subject_lists(marks):
     assert "jobsapp.Touch.tbl holds personal data" in text
 
 
-def test_check_fails_for_a_marked_field_its_subjects_erase_leaves(marks):
-    marks(Order, "total")
+def test_check_fails_for_a_marked_field_its_subjects_erase_leaves(personal_marks):
+    personal_marks(Order, "total")
     with pytest.raises(SystemCheckError) as failed:
         call_command("check", stdout=StringIO(), stderr=StringIO())
     text = str(failed.value)
@@ -288,8 +220,10 @@ def test_manage_py_check_fails_for_a_test_app_with_an_uncovered_field():
 # -- refusals before anything is written ---------------------------------------------------
 
 
-def test_requests_are_refused_with_a_code_and_write_nothing(memory_storage, marks):
-    customer = _customer()
+def test_requests_are_refused_with_a_code_and_write_nothing(
+    memory_storage, personal_marks
+):
+    customer = make_customer()
     refusals = [
         (lambda: erase_subject("t.nope", customer.pk, requested_by="dpo"), "X_SUBJECT_UNKNOWN"),
         (lambda: erase_subject("tests.customer", "abc", requested_by="dpo"), "X_SUBJECT_KEY_INVALID"),
@@ -304,11 +238,11 @@ def test_requests_are_refused_with_a_code_and_write_nothing(memory_storage, mark
             make()
         assert refused.value.code == code
         assert "ann1@example.com" not in str(refused.value)
-    marks(Order, "total")
+    personal_marks(Order, "total")
     with pytest.raises(JobsError) as refused:
         erase_subject("tests.customer", customer.pk, requested_by="dpo")
     assert refused.value.code == "X_PERSONAL_DATA_UNERASED"
-    assert _nothing_requested()
+    assert nothing_requested()
 
 
 # -- export ---------------------------------------------------------------------------------
@@ -321,11 +255,11 @@ def _archive(storage, name: str) -> dict[str, object]:
 
 
 def test_an_export_writes_one_archive_of_every_table_in_pages(
-    declare, memory_storage, pg_driver
+    declare_subject, memory_storage, pg_driver
 ):
-    customer = _customer(orders=7, reviews=2)
-    other = _customer(2)
-    declare(
+    customer = make_customer(orders=7, reviews=2)
+    other = make_customer(2)
+    declare_subject(
         "t.subj.export",
         [
             table(Review, by="author", erase=DELETE),
@@ -339,9 +273,9 @@ def test_an_export_writes_one_archive_of_every_table_in_pages(
         batch=3,
     )
     requested = export_subject("t.subj.export", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
 
-    row = _request(requested)
+    row = request_of(requested)
     assert (row.state, row.rows_done, row.total, row.pages_done) == ("done", 10, 10, 5)
     assert row.archive == f"subject-exports/t.subj.export/{row.id}.zip"
     assert row.key is None and row.key_digest == key_digest(
@@ -406,11 +340,11 @@ class RefusingStorage:
 
 
 def test_a_storage_that_refuses_writes_fails_the_attempt_with_a_code(
-    declare, pg_driver, clock
+    declare_subject, pg_driver, clock
 ):
-    customer = _customer()
+    customer = make_customer()
     storage = RefusingStorage()
-    declare(
+    declare_subject(
         "t.subj.refusing",
         [
             table(Review, by="author", erase=DELETE),
@@ -421,7 +355,7 @@ def test_a_storage_that_refuses_writes_fails_the_attempt_with_a_code(
     )
     RefusingStorage.refusing = True
     requested = export_subject("t.subj.refusing", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
 
     job = Job.objects.get(id=requested.job_id)
     assert job.state == "ready" and job.attempt == 1  # retried on its schedule
@@ -429,13 +363,13 @@ def test_a_storage_that_refuses_writes_fails_the_attempt_with_a_code(
         "X_SUBJECT_STORAGE_REFUSED: the Refusing storage refused to write the "
         "archive (PermissionError)"
     )
-    row = _request(requested)
+    row = request_of(requested)
     assert row.state == "running" and row.error.startswith("X_SUBJECT_STORAGE_REFUSED")
 
     RefusingStorage.refusing = False
     clock.advance(seconds=60)
-    _drain(pg_driver)
-    row = _request(requested)
+    drain(pg_driver)
+    row = request_of(requested)
     assert (row.state, row.error) == ("done", "")
     assert storage.exists(row.archive)
     assert Job.objects.get(id=requested.job_id).attempt == 2
@@ -460,14 +394,14 @@ def _touched_more_than_once() -> list[tuple[str, int]]:
 
 
 def test_an_erase_treats_each_row_once_per_policy_and_audits_without_data(pg_driver):
-    customer = _customer(orders=1203, reviews=3)
-    other = _customer(2)
+    customer = make_customer(orders=1203, reviews=3)
+    other = make_customer(2)
     requested = erase_subject(
         "tests.customer", customer.pk, requested_by="dpo@example.com, ticket 7"
     )
-    _drain(pg_driver)
+    drain(pg_driver)
 
-    row = _request(requested)
+    row = request_of(requested)
     assert (row.state, row.rows_done, row.total) == ("done", 1207, 1207)
     assert row.key is None
     customer.refresh_from_db()
@@ -514,23 +448,25 @@ def test_an_erase_treats_each_row_once_per_policy_and_audits_without_data(pg_dri
 
 
 def test_an_erase_of_an_erased_subject_finds_nothing_and_records_zero(pg_driver):
-    customer = _customer(orders=2, reviews=1)
+    customer = make_customer(orders=2, reviews=1)
     erase_subject("tests.customer", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
     Touch.objects.all().delete()
 
     again = erase_subject("tests.customer", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
-    row = _request(again)
+    drain(pg_driver)
+    row = request_of(again)
     assert (row.state, row.rows_done, row.summary) == ("done", 0, [])
     assert not Touch.objects.exists()
 
 
-def test_rows_written_during_the_erase_are_caught_by_the_sweep(declare, pg_driver):
+def test_rows_written_during_the_erase_are_caught_by_the_sweep(
+    declare_subject, pg_driver
+):
     """An order written while the reviews are deleted lands in a table walked
     already: the sweep treats it, and its record says so."""
-    customer = _customer(orders=2, reviews=1)
-    declare(
+    customer = make_customer(orders=2, reviews=1)
+    declare_subject(
         "t.subj.sweep",
         [
             table(Order, by="customer", erase=anonymize(shipping_address=REDACT)),
@@ -545,7 +481,7 @@ def test_rows_written_during_the_erase_are_caught_by_the_sweep(declare, pg_drive
     pre_delete.connect(order_meanwhile, sender=Review)
     try:
         erase_subject("t.subj.sweep", customer.pk, requested_by="dpo")
-        _drain(pg_driver)
+        drain(pg_driver)
     finally:
         pre_delete.disconnect(order_meanwhile, sender=Review)
 
@@ -555,9 +491,9 @@ def test_rows_written_during_the_erase_are_caught_by_the_sweep(declare, pg_drive
     assert _touched_more_than_once() == []
 
 
-def test_a_delete_that_cascades_is_recorded_per_model(declare, pg_driver):
-    customer = _customer(orders=0, reviews=2)
-    declare(
+def test_a_delete_that_cascades_is_recorded_per_model(declare_subject, pg_driver):
+    customer = make_customer(orders=0, reviews=2)
+    declare_subject(
         "t.subj.cascade",
         [
             table(Order, by="customer", erase=retain("kept 10 years (tax law)")),
@@ -566,19 +502,21 @@ def test_a_delete_that_cascades_is_recorded_per_model(declare, pg_driver):
         ],
     )
     requested = erase_subject("t.subj.cascade", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
 
     assert not Customer.objects.filter(pk=customer.pk).exists()
-    assert _request(requested).summary == [
+    assert request_of(requested).summary == [
         {"model": "jobsapp.Customer", "field": "*", "policy": "delete", "rows": 1},
         {"model": "jobsapp.Order", "field": "*", "policy": "retain: kept 10 years (tax law)", "rows": 0},
         {"model": "jobsapp.Review", "field": "*", "policy": "delete (cascade)", "rows": 2},
     ]  # fmt: skip
 
 
-def test_a_delete_the_database_refuses_fails_terminally_with_a_code(declare, pg_driver):
-    customer = _customer(orders=2, reviews=0)
-    declare(
+def test_a_delete_the_database_refuses_fails_terminally_with_a_code(
+    declare_subject, pg_driver
+):
+    customer = make_customer(orders=2, reviews=0)
+    declare_subject(
         "t.subj.blocked",
         [
             table(Customer, erase=DELETE),  # its orders PROTECT it
@@ -587,7 +525,7 @@ def test_a_delete_the_database_refuses_fails_terminally_with_a_code(declare, pg_
         ],
     )
     requested = erase_subject("t.subj.blocked", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
 
     job = Job.objects.get(id=requested.job_id)
     assert (job.state, job.attempt) == ("dead", 1)
@@ -595,7 +533,7 @@ def test_a_delete_the_database_refuses_fails_terminally_with_a_code(declare, pg_
         "X_SUBJECT_ERASE_BLOCKED: the database refused to erase rows of "
         "jobsapp.Customer (ProtectedError)"
     )
-    row = _request(requested)
+    row = request_of(requested)
     assert row.state == "failed" and row.error.startswith("X_SUBJECT_ERASE_BLOCKED")
     assert Customer.objects.filter(pk=customer.pk).exists()
     assert not ErasureRecord.objects.exists()
@@ -609,7 +547,7 @@ def test_a_delete_the_database_refuses_fails_terminally_with_a_code(declare, pg_
 
 
 def test_a_second_request_of_a_live_one_meets_it(pg_driver):
-    customer = _customer()
+    customer = make_customer()
     first = erase_subject("tests.customer", customer.pk, requested_by="dpo")
     second = erase_subject("tests.customer", str(customer.pk), requested_by="dpo")
     assert (second.request_id, second.job_id, second.deduped) == (
@@ -623,19 +561,19 @@ def test_a_second_request_of_a_live_one_meets_it(pg_driver):
 def test_a_request_whose_job_was_cancelled_no_longer_blocks_a_new_one(pg_driver):
     from django_ultimate_jobs import operator
 
-    customer = _customer()
+    customer = make_customer()
     first = erase_subject("tests.customer", customer.pk, requested_by="dpo")
     operator.cancel(first.job_id)
     second = erase_subject("tests.customer", customer.pk, requested_by="dpo")
     assert not second.deduped and second.request_id != first.request_id
-    old = _request(first)
+    old = request_of(first)
     assert old.state == "failed" and "ended cancelled" in old.error
 
 
 def test_the_audit_is_append_only_in_the_database(pg_driver):
-    customer = _customer(orders=1, reviews=0)
+    customer = make_customer(orders=1, reviews=0)
     erase_subject("tests.customer", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
+    drain(pg_driver)
     for statement in (
         "UPDATE ultimate_jobs_erasure_record SET rows = 0",
         "DELETE FROM ultimate_jobs_erasure_record",
@@ -647,7 +585,7 @@ def test_the_audit_is_append_only_in_the_database(pg_driver):
 
 
 def test_the_plan_counts_rows_and_what_an_erase_would_change():
-    customer = _customer(orders=3, reviews=2)
+    customer = make_customer(orders=3, reviews=2)
     Order.objects.filter(customer=customer).update(shipping_address="erased")
     plans = plan_subject("tests.customer", customer.pk)
     assert [(p.model, p.rows, p.to_treat) for p in plans] == [
@@ -656,156 +594,3 @@ def test_the_plan_counts_rows_and_what_an_erase_would_change():
         ("jobsapp.Customer", 1, 1),
     ]
     assert plans[1].erase == "anonymize(shipping_address=redact)"
-
-
-# -- the command --------------------------------------------------------------------------
-
-
-def _command(*args: str) -> tuple[str, str]:
-    out, err = StringIO(), StringIO()
-    call_command("jobs_subject", *args, stdout=out, stderr=err)
-    return out.getvalue(), err.getvalue()
-
-
-def test_the_command_lists_subjects_and_dry_runs_an_erase():
-    customer = _customer(orders=3, reviews=2)
-    out, _ = _command("list")
-    assert "tests.customer:\n  jobsapp.Review by author: delete\n" in out
-    assert (
-        "  jobsapp.Customer by pk: anonymize(email=redact, name=empty, phone=null)"
-        in out
-    )
-
-    out, _ = _command("erase", "tests.customer", str(customer.pk))
-    assert "jobsapp.Order by customer: 3 row(s), 3 to change" in out
-    assert "dry run: pass --write --by WHO to erase" in out
-    assert _nothing_requested()
-
-
-def test_the_command_erases_and_reports_what_was_erased(pg_driver):
-    from django_ultimate_jobs.management.commands.jobs_subject import Command
-
-    customer = _customer(orders=3, reviews=2)
-    out, _ = _command(
-        "erase",
-        "tests.customer",
-        str(customer.pk),
-        "--write",
-        "--by",
-        "dpo",
-        "--no-follow",
-    )
-    requested = SubjectRequest.objects.get()
-    assert f"erase request {requested.id} queued as job {requested.job_id}" in out
-    _drain(pg_driver)
-
-    command = Command(stdout=StringIO())
-    follow = {"no_follow": False, "subject": "tests.customer"}
-    row = command._follow("erase", _Requested(requested), follow)
-    text = command.stdout._out.getvalue()
-    assert "\r" not in text  # off a terminal: plain lines
-    assert "erase tests.customer: done, 6 rows in 3 pages" in text
-    assert row.state == "done"
-    out, _ = _command("show", str(requested.id))
-    assert "erase of tests.customer: done, 6/6 rows, requested by dpo" in out
-
-
-def test_on_a_terminal_the_progress_of_a_request_is_a_bar():
-    from django_ultimate_jobs.management.following import Progress
-
-    screen, stdout = terminal()
-    progress = Progress(stdout, "erase tests.customer")
-    row = SubjectRequest(rows_done=0, total=1_200_000, pages_done=0, state="running")
-    progress.show(row)
-    # As if it began 2,000 s ago: a slow test machine's milliseconds between
-    # the two reads move the rate by a millionth, not a unit.
-    progress.first = (progress.first[0] - 2000.0, 0)
-    row.rows_done = 600_000
-    progress.show(row)
-    last = screen.getvalue().split("\r")[-1]
-    assert last.startswith(
-        "erase tests.customer [###############               ] 600,000/1,200,000 rows"
-    )
-    assert ", 300 rows/s" in last and "ETA 33m20s" in last
-
-
-def test_the_command_needs_an_action():
-    with pytest.raises(CommandError, match="arguments are required: action"):
-        _command()
-
-
-class _Requested:
-    def __init__(self, row):
-        self.request_id, self.job_id, self.deduped = row.id, row.job_id, False
-
-
-@pytest.mark.parametrize(
-    ("args", "code"),
-    [
-        (("erase", "t.nope", "1"), "X_SUBJECT_UNKNOWN"),
-        (("erase", "tests.customer", "abc"), "X_SUBJECT_KEY_INVALID"),
-        (("erase", "tests.customer", "1", "--write"), "X_SUBJECT_ARGUMENT_INVALID"),
-        (("export", "tests.customer", "1", "--storage", "nope"), "X_SUBJECT_STORAGE_INVALID"),
-        (("show", "not-a-uuid"), "X_SUBJECT_ARGUMENT_INVALID"),
-    ],
-)  # fmt: skip
-def test_the_command_refuses_with_the_code_and_writes_nothing(args, code):
-    _customer()
-    with pytest.raises(CommandError, match=code):
-        _command(*args)
-    assert _nothing_requested()
-
-
-def test_the_command_list_fails_on_a_coverage_gap(marks):
-    marks(Touch, "tbl")
-    with pytest.raises(CommandError, match=r"1 personal-data gap\(s\)"):
-        _command("list")
-
-
-# -- the admin --------------------------------------------------------------------------
-
-
-def test_the_admin_shows_progress_and_the_audit_read_only(pg_driver, admin_client):
-    from django.urls import reverse
-
-    customer = _customer(orders=2, reviews=1)
-    requested = erase_subject("tests.customer", customer.pk, requested_by="dpo")
-    _drain(pg_driver)
-
-    listing = admin_client.get(reverse("admin:ultimate_jobs_subjectrequest_changelist"))
-    assert listing.status_code == 200
-    assert "4 / 4 (100%)" in listing.text and "tests.customer" in listing.text
-    page = admin_client.get(
-        reverse(
-            "admin:ultimate_jobs_subjectrequest_change", args=[requested.request_id]
-        )
-    )
-    assert page.status_code == 200 and "shipping_address" in page.text
-    audit = admin_client.get(reverse("admin:ultimate_jobs_erasurerecord_changelist"))
-    assert "jobsapp.Review" in audit.text and "delete" in audit.text
-    # Read-only, even for a superuser; only the list filters are taken.
-    record = ErasureRecord.objects.first()
-    change = reverse("admin:ultimate_jobs_erasurerecord_change", args=[record.pk])
-    assert admin_client.post(change, {"rows": "0"}).status_code == 403
-    assert (
-        admin_client.get(
-            reverse("admin:ultimate_jobs_erasurerecord_changelist"), {"rows__gt": "0"}
-        ).status_code
-        == 400
-    )
-    assert ErasureRecord.objects.get(pk=record.pk).rows == record.rows
-    requests = reverse("admin:ultimate_jobs_subjectrequest_changelist")
-    for query, status in (
-        ({"state__exact": "done", "kind": "erase"}, 200),
-        ({"state__exact": "bogus"}, 400),  # a value no row can hold
-        ({"key__icontains": "ann"}, 400),  # never a lookup on the key
-        ({"subject": "tests.customer"}, 200),
-    ):
-        assert admin_client.get(requests, query).status_code == status, query
-    # A subject no row can hold is an invalid filter, as on the jobs list.
-    refused = admin_client.get(requests, {"subject": "a\x00b"})
-    assert refused.status_code == 302 and refused.url.endswith("?e=1")
-    audit_list = reverse("admin:ultimate_jobs_erasurerecord_changelist")
-    only_redacted = admin_client.get(audit_list, {"policy": "redact"})
-    assert "jobsapp.Order" in only_redacted.text
-    assert "jobsapp.Review" not in only_redacted.text
