@@ -49,8 +49,11 @@ def _require_pgtrigger() -> None:
 
 _require_pgtrigger()
 
-# The ledger's tables live beside the API that writes them.
+# The tables of the ledger, the consumers and the subjects live beside the
+# API that writes them.
+from .consumers.models import Consumer  # noqa: E402,F401
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+from .subjects.models import ErasureRecord, SubjectExportPart, SubjectRequest  # noqa: E402,F401
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]

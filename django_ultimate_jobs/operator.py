@@ -55,6 +55,7 @@ __all__ = [
     "cancel",
     "count",
     "counters",
+    "job_state",
     "leases",
     "list_jobs",
     "parse_job_id",
@@ -140,6 +141,18 @@ def show(job_id: str | UUID) -> dict[str, Any]:
         _step_dict(step) for step in sorted(steps, key=lambda s: s.started_at)
     ]
     return answer
+
+
+def job_state(job_id: str | UUID) -> str | None:
+    """The stored state of job ``job_id``, or ``None`` when no job has that id.
+
+    One row read, no steps: for a command following a job it queued.
+
+    Raises:
+        JobIdInvalid: before any statement.
+    """
+    record = get_driver().get(parse_job_id(job_id))
+    return None if record is None else str(record.state)
 
 
 def retry(job_id: str | UUID, *, from_step: str | None = None) -> dict[str, Any]:

@@ -17,6 +17,13 @@ from tests.support.scratch_pg import (  # noqa: F401
     scratch_pg,
     scratch_pg_server,
 )
+
+# The data-subject tests' fixtures (tests/test_subjects*.py).
+from tests.support.subjects import (  # noqa: F401
+    declare_subject,
+    memory_storage,
+    personal_marks,
+)
 from tests.support.tcp_proxy import tcp_proxy  # noqa: F401
 
 

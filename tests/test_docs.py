@@ -398,6 +398,7 @@ def test_a_ledger_example_runs_on_a_database_that_holds_postings(example, pg_dri
 def _run_example(example: Example, pg_driver) -> None:
     before = {handle.name for handle in registered_jobs()}
     backfills_before = {spec.name for spec in registered_backfills()}
+    declared_before = _subjects_and_consumers()
     retry_classes = dict(errors._REGISTRY)
     # Pad so that a traceback's line numbers are the markdown file's.
     source = "\n" * (example.line - 1) + example.code
@@ -414,9 +415,41 @@ def _run_example(example: Example, pg_driver) -> None:
         for handle in registered_jobs():
             if handle.name not in before:
                 unregister(handle.name)
+        _forget_subjects_and_consumers(declared_before)
         errors._REGISTRY.clear()
         errors._REGISTRY.update(retry_classes)
         set_driver(pg_driver)
+
+
+def _subjects_and_consumers() -> tuple[set[str], set[str], dict[str, dict[str, str]]]:
+    """The subjects, consumers and registered personal-data marks declared now."""
+    from django_ultimate_jobs.consumers import registered_consumers
+    from django_ultimate_jobs.subjects import registered_subjects
+    from django_ultimate_jobs.subjects.marks import registered_marks
+
+    return (
+        {spec.name for spec in registered_subjects()},
+        {spec.name for spec in registered_consumers()},
+        registered_marks(),
+    )
+
+
+def _forget_subjects_and_consumers(
+    before: tuple[set[str], set[str], dict[str, dict[str, str]]],
+) -> None:
+    """Forget what an example declared (its marks would fail later checks)."""
+    from django_ultimate_jobs.consumers import unregister_consumer
+    from django_ultimate_jobs.subjects import unmark_personal_data, unregister_subject
+
+    subjects, consumers, marks = _subjects_and_consumers()
+    for name in subjects - before[0]:
+        unregister_subject(name)
+    for name in consumers - before[1]:
+        unregister_consumer(name)
+    for label, fields in marks.items():
+        added = set(fields) - set(before[2].get(label, {}))
+        if added:
+            unmark_personal_data(label, *added)
 
 
 # -- links ----------------------------------------------------------------------

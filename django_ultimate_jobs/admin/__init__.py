@@ -12,18 +12,24 @@ recorded in ``LogEntry``, one entry per object acted on (see :mod:`.audit`).
 Every list refuses what no row can hold before a query (:mod:`.guards`),
 and every JSON column is shown redacted (:mod:`.redacted`). ``ledger`` registers the
 read-only ledger postings, lines and balances; ``outbox`` the read-only
-outbox messages.
+outbox messages. ``subjects`` registers the read-only subject requests and
+erase audit; ``consumers`` the stream consumers (pause, resume).
 """
 
 from .backfills import BackfillAdmin
+from .consumers import ConsumerAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
+from .subjects import ErasureRecordAdmin, SubjectRequestAdmin
 
 __all__ = [
     "BackfillAdmin",
+    "ConsumerAdmin",
+    "ErasureRecordAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
+    "SubjectRequestAdmin",
 ]

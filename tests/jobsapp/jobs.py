@@ -241,3 +241,42 @@ for _name, _group in BACKFILL_GROUPS.items():
 if os.environ.get("UJ_LIMIT_JOBS"):
     # The capped jobs, for the workers of the concurrency acceptance tests.
     from . import limit_jobs  # noqa: F401
+
+
+# -- a data subject over the test app's customers -------------------------------
+
+
+def _declare_customer_subject() -> None:
+    from django_ultimate_jobs.subjects import (
+        DELETE,
+        EMPTY,
+        NULL,
+        REDACT,
+        anonymize,
+        subject,
+        table,
+    )
+
+    from .models import Customer, Order, Review
+
+    subject(
+        name="tests.customer",
+        tables=[
+            table(Review, by="author", erase=DELETE),
+            table(Order, by="customer", erase=anonymize(shipping_address=REDACT)),
+            table(
+                Customer,
+                by="pk",
+                erase=anonymize(email=REDACT, name=EMPTY, phone=NULL),
+                export=["email", "name", "phone", "plan"],
+            ),
+        ],
+        batch=500,
+    )
+
+
+_declare_customer_subject()
+
+if os.environ.get("UJ_STREAM_JOBS"):
+    # The stream consumer, for the workers of the consumer acceptance test.
+    from . import stream_jobs  # noqa: F401

@@ -3,10 +3,12 @@ a partitioned table for the maintenance tests."""
 
 import uuid
 
+import pgtrigger
 from django.db import models
 from django.db.models.functions import Now
 
 from django_ultimate_jobs import partitioned
+from django_ultimate_jobs.subjects import personal_data
 
 
 class Effect(models.Model):
@@ -91,3 +93,102 @@ class SlotRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} run of {self.job_id} by {self.worker}"
+
+
+# -- data subjects (tests/test_subjects.py, the erase acceptance test) ---------
+
+# Each UPDATE or DELETE of a subject table's row writes one Touch row, in
+# the statement's own transaction: a page erased twice would show twice.
+_TOUCH = (
+    "INSERT INTO jobsapp_touch (tbl, row_id, op) "
+    "VALUES (TG_TABLE_NAME, OLD.id, TG_OP); RETURN NULL;"
+)
+
+
+def _touch_trigger(table: str) -> pgtrigger.Trigger:
+    return pgtrigger.Trigger(
+        name=f"{table}_touch",
+        level=pgtrigger.Row,
+        when=pgtrigger.After,
+        operation=pgtrigger.Update | pgtrigger.Delete,
+        func=_TOUCH,
+    )
+
+
+class Customer(models.Model):
+    """A data subject's own row."""
+
+    email = personal_data(models.EmailField(unique=True), kind="contact")
+    name = personal_data(models.TextField(), kind="identity")
+    phone = personal_data(models.TextField(null=True, blank=True), kind="contact")
+    plan = models.TextField(default="free")
+
+    class Meta:
+        triggers = [_touch_trigger("customer")]
+
+    def __str__(self) -> str:
+        return f"customer {self.pk}"
+
+
+class Order(models.Model):
+    """A row that belongs to a customer (anonymised on erase, kept)."""
+
+    customer = models.ForeignKey(
+        Customer, on_delete=models.PROTECT, related_name="orders"
+    )
+    shipping_address = personal_data(models.TextField())
+    total = models.IntegerField(default=0)
+
+    class Meta:
+        triggers = [_touch_trigger("order")]
+
+    def __str__(self) -> str:
+        return f"order {self.pk}"
+
+
+class Review(models.Model):
+    """A row that belongs to a customer (deleted on erase)."""
+
+    author = models.ForeignKey(
+        Customer, on_delete=models.CASCADE, related_name="reviews"
+    )
+    body = personal_data(models.TextField())
+
+    class Meta:
+        triggers = [_touch_trigger("review")]
+
+    def __str__(self) -> str:
+        return f"review {self.pk}"
+
+
+class Touch(models.Model):
+    """One UPDATE or DELETE of a Customer, Order or Review row (by trigger)."""
+
+    tbl = models.TextField()
+    row_id = models.BigIntegerField()
+    op = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.tbl} {self.row_id}"
+
+
+# -- stream consumers (tests/test_consumers.py, the consumer acceptance test) --
+
+
+class StreamEvent(models.Model):
+    """An item of the "external" stream the test consumers read (cursor: id)."""
+
+    payload = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"event {self.pk}"
+
+
+class StreamEffect(models.Model):
+    """One item handled by a consumer; no unique key, so a repeat would show."""
+
+    consumer = models.TextField()
+    event_id = models.BigIntegerField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.consumer} handled {self.event_id}"
