@@ -21,6 +21,7 @@ from .states import JobState
 __all__ = [
     "CronTask",
     "Event",
+    "InboundDelivery",
     "Job",
     "JobCounter",
     "Lease",
@@ -29,6 +30,8 @@ __all__ = [
     "OutboxMessage",
     "QueuePause",
     "Step",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "Worker",
 ]
 
@@ -51,6 +54,13 @@ _require_pgtrigger()
 
 # The ledger's tables live beside the API that writes them.
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+
+# The webhook tables live beside the API that writes them.
+from .webhooks.models import (  # noqa: E402
+    InboundDelivery,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]
