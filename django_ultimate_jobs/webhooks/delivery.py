@@ -167,6 +167,9 @@ class Sender:
         assert outcome.error is not None
         if failures >= self.disable_after:
             self._disable(endpoint, failures)
+            WebhookDelivery.objects.filter(pk=delivery_id).update(
+                state=WebhookDelivery.State.FAILED
+            )
             raise WebhookEndpointDisabled(
                 f"endpoint {endpoint.pk} failed {failures} times in a row and was "
                 "disabled",
@@ -227,7 +230,7 @@ class Sender:
             None,
             failure.duration_ms,
             WebhookDeliveryFailed(
-                f"no answer from the endpoint: {failure.detail}",
+                f"no answer from the endpoint ({failure.kind}): {failure.detail}",
                 meta={"url": display_url(url), "kind": failure.kind},
             ),
         )
