@@ -18,6 +18,7 @@ from tests.support.scratch_pg import (  # noqa: F401
     scratch_pg_server,
 )
 from tests.support.tcp_proxy import tcp_proxy  # noqa: F401
+from tests.support.webhooks import declare_webhook, hooks, server  # noqa: F401
 
 
 @pytest.fixture

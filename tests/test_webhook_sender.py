@@ -20,58 +20,14 @@ from django.contrib.admin.models import LogEntry
 from django.db import transaction
 from standardwebhooks.webhooks import Webhook
 
-from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.models import Job
-from django_ultimate_jobs.registry import unregister
-from django_ultimate_jobs.retry import Retry
 from django_ultimate_jobs.testing import run_jobs
-from django_ultimate_jobs.webhooks import create_endpoint, deliver, rotate_secret, webhook
-from django_ultimate_jobs.webhooks.declaration import _HANDLES
+from django_ultimate_jobs.webhooks import create_endpoint, deliver, rotate_secret
 from django_ultimate_jobs.webhooks.delivery import retry_after_seconds
 from django_ultimate_jobs.webhooks.models import WebhookDelivery, WebhookEndpoint
 from tests.support.webhook_server import HookServer, Reply
 
 pytestmark = pytest.mark.postgres
-
-LOOPBACK = {
-    "QUEUES": ["default"],
-    "WEBHOOK_ALLOW_NETWORKS": ["127.0.0.0/8"],
-    "WEBHOOK_ALLOW_HTTP": True,
-}
-
-
-@pytest.fixture
-def hooks(db, settings, clock):
-    """Loopback allowed, then the Postgres driver with a frozen clock."""
-    settings.ULTIMATE_JOBS = LOOPBACK  # resets the driver: install one after
-    driver = PostgresDriver(clock=clock)
-    previous = set_driver(driver)
-    yield driver
-    set_driver(previous)
-
-
-@pytest.fixture
-def server():
-    with HookServer() as running:
-        yield running
-
-
-@pytest.fixture
-def declare_webhook():
-    names = []
-
-    def declare(suffix, **options):
-        name = f"tests.webhook.{suffix}"
-        options.setdefault("retry", Retry(attempts=5, delay="1s", max_delay="1m"))
-        handle = webhook(name=name, **options)
-        names.append(name)
-        return handle
-
-    yield declare
-    for name in names:
-        unregister(name)
-        _HANDLES.pop(name, None)
 
 
 def _job(delivery):
@@ -106,7 +62,9 @@ def test_fan_out_goes_to_each_subscribed_enabled_endpoint_once(hooks, server):
     create_endpoint(server.url("/b"), topics=["*"])
     create_endpoint(server.url("/c"), topics=["order.cancelled"])
     disabled, _ = create_endpoint(server.url("/d"), topics=["order.created"])
-    WebhookEndpoint.objects.filter(pk=disabled.pk).update(disabled_at="2030-01-01T00:00Z")
+    WebhookEndpoint.objects.filter(pk=disabled.pk).update(
+        disabled_at="2030-01-01T00:00Z"
+    )
 
     written = deliver("order.created", "{}", id="evt_1")
     again = deliver("order.created", "{}", id="evt_1")  # the same event: no resend
@@ -141,7 +99,11 @@ def test_500_then_success_retries_on_the_backoff(hooks, server, clock):
     row = _row(delivery)
     assert [a["status"] for a in row.attempt_log] == [500, 200]
     assert row.attempt_log[0]["error"].startswith("X_WEBHOOK_DELIVERY_FAILED")
-    assert (row.state, _job(delivery).state, _job(delivery).attempt) == ("delivered", "done", 2)
+    assert (row.state, _job(delivery).state, _job(delivery).attempt) == (
+        "delivered",
+        "done",
+        2,
+    )
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).consecutive_failures == 0
     # The same id on both attempts; each signed at its own send time.
     assert len({r.headers["webhook-id"] for r in server.received}) == 1
@@ -210,7 +172,9 @@ def test_a_slow_endpoint_hits_the_timeout(hooks, server, declare_webhook):
     assert time.monotonic() - started < 5
     row = _row(delivery)
     assert (row.state, row.last_status) == ("pending", None)
-    assert "timeout" in row.last_error and row.last_error.startswith("X_WEBHOOK_DELIVERY_FAILED")
+    assert "timeout" in row.last_error and row.last_error.startswith(
+        "X_WEBHOOK_DELIVERY_FAILED"
+    )
     assert 400 <= row.attempt_log[0]["duration_ms"] < 3000
 
 
@@ -262,7 +226,9 @@ def test_ten_consecutive_failures_disable_the_endpoint_with_an_admin_log(hooks, 
     assert len(server.received) == 10  # the last two never reached a socket
     states = [_row(d).state for d in deliveries]
     assert states.count("failed") == 3  # the 10th, and the two refused after
-    refused = [_row(d) for d in deliveries if _row(d).attempts and _row(d).last_status is None]
+    refused = [
+        _row(d) for d in deliveries if _row(d).attempts and _row(d).last_status is None
+    ]
     assert all(r.last_error.startswith("X_WEBHOOK_ENDPOINT_DISABLED") for r in refused)
     (entry,) = LogEntry.objects.filter(object_id=str(endpoint.pk))
     assert "10 consecutive" in entry.change_message
@@ -270,7 +236,9 @@ def test_ten_consecutive_failures_disable_the_endpoint_with_an_admin_log(hooks, 
     assert entry.get_admin_url().endswith(f"/webhookendpoint/{endpoint.pk}/change/")
 
 
-def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(hooks, server):
+def test_a_rotated_secret_signs_beside_the_new_one_until_its_overlap_ends(
+    hooks, server
+):
     endpoint, old = create_endpoint(server.url(), topics=["*"])
     new = rotate_secret(endpoint, overlap="1h")
     deliver("t", "{}")

@@ -16,11 +16,15 @@ from .backfills import BackfillAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
+from .webhooks import InboundDeliveryAdmin, WebhookDeliveryAdmin, WebhookEndpointAdmin
 
 __all__ = [
     "BackfillAdmin",
+    "InboundDeliveryAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
+    "WebhookDeliveryAdmin",
+    "WebhookEndpointAdmin",
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["HookServer", "Reply", "Received"]
+__all__ = ["HookServer", "Received", "Reply"]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.owner._record(Received("POST", self.path, headers, body, time.monotonic()))
+        self.server.owner._record(
+            Received("POST", self.path, headers, body, time.monotonic())
+        )
         reply = self.server.owner._next()
         if reply.delay_s:
             self.server.owner.release.wait(reply.delay_s)
