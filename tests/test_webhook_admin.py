@@ -79,7 +79,7 @@ def test_a_bad_url_is_refused_with_its_code(admin_client, hooks):
 
 
 def test_the_list_shows_health_at_a_glance(admin_client, hooks, server, clock):
-    endpoint, _ = create_endpoint(server.url(), topics=["*"])
+    create_endpoint(server.url(), topics=["*"])
     server.script(Reply(500), Reply(410))
     for n in range(3):
         deliver("t", f'{{"n": {n}}}')
@@ -111,7 +111,7 @@ def test_rotating_confirms_shows_the_new_secret_once_and_logs(
 
 
 def test_sending_a_test_event_confirms_enqueues_and_logs(admin_client, hooks, server):
-    endpoint, secret = create_endpoint(server.url(), topics=["orders"])
+    endpoint, _ = create_endpoint(server.url(), topics=["orders"])
     url = reverse("admin:ultimate_jobs_webhookendpoint_test", args=[endpoint.pk])
     assert "Yes, send" in admin_client.get(url).text
     assert not WebhookDelivery.objects.exists()

@@ -151,8 +151,8 @@ def display_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path}{query}"[:300]
 
 
-def _invalid(cause: str, url: str) -> WebhookEndpointInvalid:
-    return WebhookEndpointInvalid(cause, meta={"url": display_url(url)})
+def _invalid(cause: str, url: str, fix: str | None = None) -> WebhookEndpointInvalid:
+    return WebhookEndpointInvalid(cause, fix=fix, meta={"url": display_url(url)})
 
 
 def parse_url(url: str, *, allow_http: bool) -> Target:
@@ -181,6 +181,8 @@ def parse_url(url: str, *, allow_http: bool) -> Target:
             "plain http is refused outside DEBUG (the body and its signature "
             "would travel in clear)",
             url,
+            fix="use https://; for an internal receiver on plain http, set "
+            "ULTIMATE_JOBS['WEBHOOK_ALLOW_HTTP'] = True",
         )
     if parts.username is not None or parts.password is not None or "@" in parts.netloc:
         raise _invalid("credentials in the endpoint URL are refused", url)
