@@ -83,7 +83,7 @@ class WebhookEventInvalid(JobsError):
     """``deliver()`` was given a topic, id or body it cannot send; nothing written."""
 
     code = "X_WEBHOOK_EVENT_INVALID"
-    retry_class = RetryClass.TERMINAL
+    retry_class = RetryClass.NOT_IN_JOB
     default_fix = (
         "pass a topic and id of 1-200 printable ASCII characters without spaces, "
         "and a body (str, or a JSON-safe value) of at most 1 MiB"
