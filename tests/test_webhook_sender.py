@@ -8,8 +8,11 @@ make retries due. The endpoint is a scripted server in this process
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -26,6 +29,7 @@ from django_ultimate_jobs.webhooks import create_endpoint, deliver, rotate_secre
 from django_ultimate_jobs.webhooks.delivery import retry_after_seconds
 from django_ultimate_jobs.webhooks.models import WebhookDelivery, WebhookEndpoint
 from tests.support.webhook_server import HookServer, Reply
+from tests.support.workers import REPO_ROOT
 
 pytestmark = pytest.mark.postgres
 
@@ -372,3 +376,34 @@ def test_plain_http_is_refused_outside_debug_without_the_setting(settings, pg_dr
     settings.DEBUG = True
     endpoint, _ = create_endpoint("http://example.com/hook")
     assert endpoint.pk
+
+
+_WITHOUT_URLLIB3 = """
+import sys
+sys.modules["urllib3"] = None  # as if the webhooks extra were not installed
+import django
+django.setup()
+from django_ultimate_jobs.webhooks import deliver, sign, webhook_receiver
+from django_ultimate_jobs.webhooks.transport import PinnedClient
+try:
+    PinnedClient(connect_timeout_s=1, timeout_s=1)
+except Exception as error:
+    print(error.code, "|", error.fix)
+"""
+
+
+def test_without_the_extra_the_package_imports_and_the_sender_names_it():
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_URLLIB3],
+        cwd=REPO_ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        'X_WEBHOOK_CLIENT_MISSING | pip install "django-ultimate-jobs[webhooks]" '
+        "on every worker"
+    )
