@@ -61,6 +61,18 @@ def test_a_delivery_is_signed_and_verified_by_the_reference_library(hooks, serve
     assert WebhookEndpoint.objects.get(pk=endpoint.pk).last_success_at is not None
 
 
+def test_the_attempt_log_keeps_the_latest_50_attempts(hooks, server):
+    create_endpoint(server.url(), topics=["*"])
+    (delivery,) = deliver("t", "{}")
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        attempt_log=[{"attempt": n} for n in range(1, 51)], attempts=50
+    )
+    run_jobs()
+    row = _row(delivery)
+    assert [e["attempt"] for e in row.attempt_log] == list(range(2, 52))
+    assert (row.attempts, row.attempt_log[-1]["status"]) == (51, 200)
+
+
 def test_fan_out_goes_to_each_subscribed_enabled_endpoint_once(hooks, server):
     create_endpoint(server.url("/a"), topics=["order.created"])
     create_endpoint(server.url("/b"), topics=["*"])

@@ -18,11 +18,12 @@ import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC
+from datetime import UTC, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import router, transaction
-from django.db.models import F
+from django.db.models import Case, F, Func, JSONField, Value, When
+from django.db.models.lookups import GreaterThanOrEqual
 from django.utils import timezone
 
 from ..conf import jobs_settings
@@ -269,40 +270,39 @@ class Sender:
             state = WebhookDelivery.State.FAILED
         else:
             state = WebhookDelivery.State.PENDING
+        entry = {
+            "attempt": delivery.attempts + 1,
+            "job_attempt": ctx.attempt,
+            "at": now.isoformat(),
+            "status": outcome.status,
+            "duration_ms": outcome.duration_ms,
+            "error": error,
+        }
+        changes: dict[str, Any] = {
+            "attempt_log": _appended(entry),
+            "attempts": F("attempts") + 1,
+            "last_status": outcome.status,
+            "last_error": error,
+            "last_attempt_at": now,
+            "state": state,
+        }
+        if outcome.ok:
+            changes["delivered_at"] = now
         with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
-            row = WebhookDelivery.objects.select_for_update().get(pk=delivery.pk)
-            entry = {
-                "attempt": row.attempts + 1,
-                "job_attempt": ctx.attempt,
-                "at": now.isoformat(),
-                "status": outcome.status,
-                "duration_ms": outcome.duration_ms,
-                "error": error,
-            }
-            row.attempt_log = [*(row.attempt_log or []), entry][-MAX_LOGGED_ATTEMPTS:]
-            row.attempts += 1
-            row.last_status = outcome.status
-            row.last_error = error
-            row.last_attempt_at = now
-            row.state = state
-            if outcome.ok:
-                row.delivered_at = now
-            row.save(
-                update_fields=[
-                    "attempt_log",
-                    "attempts",
-                    "last_status",
-                    "last_error",
-                    "last_attempt_at",
-                    "state",
-                    "delivered_at",
-                ]
-            )
+            # One statement: the log is appended (and trimmed) in SQL, so
+            # the row is neither read first nor locked longer than this.
+            WebhookDelivery.objects.filter(pk=delivery.pk).update(**changes)
             if not count:
                 return 0
-            endpoints = WebhookEndpoint.objects.filter(pk=row.endpoint_id)
+            endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
             if outcome.ok:
-                endpoints.update(consecutive_failures=0, last_success_at=now)
+                # Written only when it changes something (a streak to end, a
+                # last success older than a second): concurrent deliveries
+                # to one endpoint then do not queue on its row lock.
+                endpoints.exclude(
+                    consecutive_failures=0,
+                    last_success_at__gte=now - timedelta(seconds=1),
+                ).update(consecutive_failures=0, last_success_at=now)
                 return 0
             endpoints.update(
                 consecutive_failures=F("consecutive_failures") + 1,
@@ -325,6 +325,30 @@ class Sender:
             from .audit import log_disabled
 
             log_disabled(endpoint, reason)
+
+
+def _appended(entry: dict[str, Any]) -> Func:
+    """``attempt_log`` with ``entry`` appended, the oldest dropped past 50."""
+    log = F("attempt_log")
+    added = Value([entry], output_field=JSONField())
+    return Func(
+        Case(
+            When(
+                GreaterThanOrEqual(
+                    Func(log, function="jsonb_array_length"), MAX_LOGGED_ATTEMPTS
+                ),
+                then=Func(
+                    log, Value(0), template="(%(expressions)s)", arg_joiner=" - "
+                ),
+            ),
+            default=log,
+            output_field=JSONField(),
+        ),
+        added,
+        template="(%(expressions)s)",
+        arg_joiner=" || ",
+        output_field=JSONField(),
+    )
 
 
 def _judge(response: Response, url: str) -> _Outcome:
