@@ -162,7 +162,15 @@ def test_other_4xx_are_terminal(hooks, server, status):
     assert (row.state, row.attempts, row.last_status) == ("failed", 1, status)
     assert row.last_error.startswith("X_WEBHOOK_DELIVERY_REJECTED")
     assert _job(delivery).state == "dead"
-    assert WebhookEndpoint.objects.get(pk=endpoint.pk).consecutive_failures == 1
+    row = WebhookEndpoint.objects.get(pk=endpoint.pk)
+    assert row.consecutive_failures == 1
+    # 410 Gone disables the endpoint at once; another 4xx does not.
+    assert (row.disabled_at is not None) is (status == 410)
+    if status == 410:
+        assert row.disabled_reason == "the endpoint answered 410 Gone"
+        (entry,) = LogEntry.objects.filter(object_id=str(endpoint.pk))
+        assert entry.change_message == "The endpoint answered 410 Gone (webhook sender)"
+        assert deliver("t", "{}") == []
 
 
 def test_a_redirect_is_never_followed(hooks, server):

@@ -94,11 +94,15 @@ def address_class(address: IPAddress) -> str | None:
         for network, name in _IPV6_CLASSES:
             if address in network:
                 return name
-        return None if address in _GLOBAL_UNICAST else "reserved"
-    for network, name in _IPV4_CLASSES:
-        if address in network:
-            return name
-    return None
+        if address not in _GLOBAL_UNICAST:
+            return "reserved"
+    else:
+        for network, name in _IPV4_CLASSES:
+            if address in network:
+                return name
+    # A second layer: whatever this Python's registry calls non-global
+    # (its tables grow with the IANA registries, CVE-2024-4032).
+    return None if address.is_global else "reserved"
 
 
 def _embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

@@ -57,5 +57,5 @@ def _write(endpoint: WebhookEndpoint, reason: str) -> None:
         object_id=str(endpoint.pk),
         object_repr=str(endpoint)[:200],
         action_flag=CHANGE,
-        change_message=f"{reason.capitalize()} (webhook sender)",
+        change_message=f"{reason[:1].upper()}{reason[1:]} (webhook sender)",
     )

@@ -52,6 +52,8 @@ logger = logging.getLogger("django_ultimate_jobs")
 MAX_LOGGED_ATTEMPTS = 50
 """Attempts kept in a delivery's ``attempt_log`` (the latest ones)."""
 CONTENT_TYPE = "application/json"
+GONE = 410
+"""The status that disables an endpoint at once."""
 
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
@@ -166,8 +168,14 @@ class Sender:
                 "duration_ms": outcome.duration_ms,
             }
         assert outcome.error is not None
-        if failures >= self.disable_after:
-            self._disable(endpoint, failures)
+        if outcome.status == GONE:
+            # 410 Gone: the receiver says the endpoint no longer exists (the
+            # Standard Webhooks specification's advice: disable it).
+            self._disable(endpoint, f"the endpoint answered {GONE} Gone")
+        elif failures >= self.disable_after:
+            self._disable(
+                endpoint, f"disabled after {failures} consecutive failed deliveries"
+            )
             WebhookDelivery.objects.filter(pk=delivery_id).update(
                 state=WebhookDelivery.State.FAILED
             )
@@ -311,15 +319,14 @@ class Sender:
             failures = endpoints.values_list("consecutive_failures", flat=True).first()
         return int(failures or 0)
 
-    def _disable(self, endpoint: WebhookEndpoint, failures: int) -> None:
-        reason = f"disabled after {failures} consecutive failed deliveries"
+    def _disable(self, endpoint: WebhookEndpoint, reason: str) -> None:
         if disable_endpoint(endpoint.pk, reason):
             logger.warning(
                 "jobs.webhook.endpoint.disabled",
                 extra={
                     "endpoint_id": endpoint.pk,
                     "url": display_url(endpoint.url),
-                    "failures": failures,
+                    "reason": reason,
                 },
             )
             from .audit import log_disabled

@@ -80,7 +80,9 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
-        self._cancelled: set[int] = set()
+        self._armed: set[int] = set()
+        """Tokens still to fire: a disarmed entry stays in the heap until it
+        reaches the top, then is dropped unfired."""
         self._ids = itertools.count()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
@@ -89,6 +91,7 @@ class _Watchdog:
         with self._wake:
             token = next(self._ids)
             heapq.heappush(self._heap, (deadline, token, callback))
+            self._armed.add(token)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(
                     target=self._run, name="uj-webhook-watchdog", daemon=True
@@ -100,22 +103,23 @@ class _Watchdog:
 
     def disarm(self, token: int) -> None:
         with self._wake:
-            self._cancelled.add(token)
+            self._armed.discard(token)
 
     def _run(self) -> None:
         while True:
             with self._wake:
-                while self._heap and self._heap[0][1] in self._cancelled:
-                    self._cancelled.discard(heapq.heappop(self._heap)[1])
+                while self._heap and self._heap[0][1] not in self._armed:
+                    heapq.heappop(self._heap)
                 if not self._heap:
                     self._wake.wait(30.0)
                     continue
-                deadline, _token, callback = self._heap[0]
+                deadline, token, callback = self._heap[0]
                 wait = deadline - time.monotonic()
                 if wait > 0:
                     self._wake.wait(wait)
                     continue
                 heapq.heappop(self._heap)
+                self._armed.discard(token)
             try:
                 callback()
             except Exception:  # a callback must not stop the watchdog
@@ -208,6 +212,8 @@ class PinnedClient:
             conn.close()
             conn = None
         fired = threading.Event()
+        finished = threading.Event()
+        guard = threading.Lock()
         token = None
         try:
             if conn is None:
@@ -218,7 +224,13 @@ class PinnedClient:
             sock = conn.sock
 
             def abort() -> None:
-                fired.set()
+                # A late call (the attempt's token cancelled after this
+                # request ended) must not cut a kept connection now serving
+                # another request.
+                with guard:
+                    if finished.is_set():
+                        return
+                    fired.set()
                 _shutdown(sock)
 
             token = _WATCHDOG.arm(deadline, abort)
@@ -248,6 +260,8 @@ class PinnedClient:
             elapsed = int((time.monotonic() - started) * 1000)
             raise _failure(error, fired.is_set(), elapsed) from None
         finally:
+            with guard:
+                finished.set()
             if token is not None:
                 _WATCHDOG.disarm(token)
         if keep and not fired.is_set():
