@@ -18,7 +18,7 @@ import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import router, transaction
@@ -287,7 +287,9 @@ class Sender:
             "error": error,
         }
         changes: dict[str, Any] = {
-            "attempt_log": _appended(entry),
+            "attempt_log": _appended(
+                entry, trim=delivery.attempts >= MAX_LOGGED_ATTEMPTS - 1
+            ),
             "attempts": F("attempts") + 1,
             "last_status": outcome.status,
             "last_error": error,
@@ -296,22 +298,23 @@ class Sender:
         }
         if outcome.ok:
             changes["delivered_at"] = now
+        deliveries = WebhookDelivery.objects.filter(pk=delivery.pk)
+        endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
+        endpoint = delivery.endpoint
+        if outcome.ok or not count:
+            if not count or _streak_clear(endpoint, now):
+                # The common case, one statement: nothing on the endpoint
+                # changes (no streak to end, a last success under a second
+                # old, as read at the start of the attempt). A failure
+                # recorded since then is ended by the next success.
+                deliveries.update(**changes)
+                return 0
+            with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
+                deliveries.update(**changes)
+                endpoints.update(consecutive_failures=0, last_success_at=now)
+            return 0
         with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
-            # One statement: the log is appended (and trimmed) in SQL, so
-            # the row is neither read first nor locked longer than this.
-            WebhookDelivery.objects.filter(pk=delivery.pk).update(**changes)
-            if not count:
-                return 0
-            endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
-            if outcome.ok:
-                # Written only when it changes something (a streak to end, a
-                # last success older than a second): concurrent deliveries
-                # to one endpoint then do not queue on its row lock.
-                endpoints.exclude(
-                    consecutive_failures=0,
-                    last_success_at__gte=now - timedelta(seconds=1),
-                ).update(consecutive_failures=0, last_success_at=now)
-                return 0
+            deliveries.update(**changes)
             endpoints.update(
                 consecutive_failures=F("consecutive_failures") + 1,
                 last_failure_at=now,
@@ -334,12 +337,22 @@ class Sender:
             log_disabled(endpoint, reason)
 
 
-def _appended(entry: dict[str, Any]) -> Func:
-    """``attempt_log`` with ``entry`` appended, the oldest dropped past 50."""
-    log = F("attempt_log")
-    added = Value([entry], output_field=JSONField())
-    return Func(
-        Case(
+def _streak_clear(endpoint: WebhookEndpoint, now: datetime) -> bool:
+    """Whether a success would change nothing on the endpoint's row."""
+    last = endpoint.last_success_at
+    return (
+        endpoint.consecutive_failures == 0
+        and last is not None
+        and now - last < timedelta(seconds=1)
+    )
+
+
+def _appended(entry: dict[str, Any], *, trim: bool) -> Func:
+    """``attempt_log`` with ``entry`` appended; with ``trim`` the oldest
+    entries beyond the latest 50 are dropped (the rare, longer statement)."""
+    log: Any = F("attempt_log")
+    if trim:
+        log = Case(
             When(
                 GreaterThanOrEqual(
                     Func(log, function="jsonb_array_length"), MAX_LOGGED_ATTEMPTS
@@ -350,8 +363,10 @@ def _appended(entry: dict[str, Any]) -> Func:
             ),
             default=log,
             output_field=JSONField(),
-        ),
-        added,
+        )
+    return Func(
+        log,
+        Value([entry], output_field=JSONField()),
         template="(%(expressions)s)",
         arg_joiner=" || ",
         output_field=JSONField(),

@@ -41,6 +41,9 @@ class Received:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body are two writes: without TCP_NODELAY the body waits
+    # for the client's delayed ACK of the headers (tens of ms a request).
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
