@@ -136,6 +136,7 @@ class Sender:
 
         delivery = (
             WebhookDelivery.objects.select_related("endpoint")
+            .defer("attempt_log")  # appended in SQL, never read here
             .filter(pk=delivery_id)
             .first()
         )
