@@ -22,6 +22,7 @@ class UltimateJobsConfig(AppConfig):
         connect_setting_changed()
         # The built-in retention and partition jobs, before the apps' own.
         from .maintenance import builtin  # noqa: F401
+        from .webhooks import builtin as webhooks_builtin  # noqa: F401
 
         autodiscover_modules("jobs")
         from .tasks.compat import SOURCE

@@ -8,6 +8,7 @@ call :func:`jobs_settings` so a bad setting fails ``manage.py check``.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -69,6 +70,15 @@ class JobsSettings:
     outbox_claim_lease_ms: int = 30_000
     outbox_sweep_max_ms: int = 30_000
     limits: LimitConfig = field(default_factory=LimitConfig)
+    # Webhooks (django_ultimate_jobs.webhooks).
+    webhook_allow_networks: tuple[Any, ...] = ()
+    """Networks (``ipaddress`` objects) the sender may reach although not public."""
+    webhook_allow_http: bool = False
+    webhook_disable_after: int = 10
+    webhook_timeout_ms: int = 10_000
+    webhook_connect_timeout_ms: int = 3_000
+    webhook_retention_ms: int = 30 * 86_400_000
+    webhook_secret_overlap_ms: int = 86_400_000
 
 
 # RETENTION["<name>"]: how long finished rows of each kind are kept.
@@ -175,6 +185,22 @@ def _retention(key: str, value: Any) -> Any:
     }
 
 
+def _networks(key: str, value: Any) -> Any:
+    if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+        raise _refused(key, value)
+    parsed = []
+    for index, text in enumerate(value):
+        try:
+            parsed.append(ipaddress.ip_network(text))
+        except (TypeError, ValueError):
+            raise SettingsInvalid(
+                f"ULTIMATE_JOBS[{key!r}][{index}] is not a network, got {text!r:.80}",
+                fix='write networks as "127.0.0.0/8", "10.1.2.0/24" or "::1/128" '
+                "(host bits zero)",
+            ) from None
+    return tuple(parsed)
+
+
 def _refused(key: str, value: Any) -> SettingsInvalid:
     return SettingsInvalid(
         f"ULTIMATE_JOBS[{key!r}] must be {SETTINGS[key][0].expects}, got {value!r:.80}"
@@ -210,6 +236,7 @@ _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
 _DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
 _OUTBOX = Kind('True, False or "required"', _outbox)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
+_NETWORKS = Kind('a list of networks such as "10.0.0.0/8"', _networks)
 _LIMITS = Kind(
     'a dict of "per_tenant", "per_queue", "global" and/or "rate_per_tenant"',
     parse_limits,
@@ -240,6 +267,13 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "OUTBOX_CLAIM_LEASE": (_DURATION, "outbox_claim_lease_ms"),
     "OUTBOX_SWEEP_MAX": (_DURATION, "outbox_sweep_max_ms"),
     "LIMITS": (_LIMITS, "limits"),
+    "WEBHOOK_ALLOW_NETWORKS": (_NETWORKS, "webhook_allow_networks"),
+    "WEBHOOK_ALLOW_HTTP": (_FLAG, "webhook_allow_http"),
+    "WEBHOOK_DISABLE_AFTER": (_COUNT, "webhook_disable_after"),
+    "WEBHOOK_TIMEOUT": (_DURATION, "webhook_timeout_ms"),
+    "WEBHOOK_CONNECT_TIMEOUT": (_DURATION, "webhook_connect_timeout_ms"),
+    "WEBHOOK_RETENTION": (_DURATION, "webhook_retention_ms"),
+    "WEBHOOK_SECRET_OVERLAP": (_DURATION, "webhook_secret_overlap_ms"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""
 

@@ -21,6 +21,7 @@ from .states import JobState
 __all__ = [
     "CronTask",
     "Event",
+    "InboundDelivery",
     "Job",
     "JobCounter",
     "Lease",
@@ -29,6 +30,8 @@ __all__ = [
     "OutboxMessage",
     "QueuePause",
     "Step",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "Worker",
 ]
 
@@ -54,6 +57,13 @@ _require_pgtrigger()
 from .consumers.models import Consumer  # noqa: E402,F401
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
 from .subjects.models import ErasureRecord, SubjectExportPart, SubjectRequest  # noqa: E402,F401
+
+# The webhook tables live beside the API that writes them.
+from .webhooks.models import (  # noqa: E402
+    InboundDelivery,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]

@@ -25,6 +25,7 @@ from tests.support.subjects import (  # noqa: F401
     personal_marks,
 )
 from tests.support.tcp_proxy import tcp_proxy  # noqa: F401
+from tests.support.webhooks import declare_webhook, hooks, server  # noqa: F401
 
 
 @pytest.fixture

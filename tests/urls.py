@@ -1,4 +1,21 @@
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from django_ultimate_jobs.webhooks import webhook_receiver
+
+# The receiver the acceptance tier's endpoint server runs
+# (tests/acceptance/webhook_endpoint.py): every verified delivery is kept
+# as an InboundDelivery row, which is what the fault tests count.
+RECEIVER_SECRET = "whsec_dGVzdHMtb25seS1yZWNlaXZlci1zZWNyZXQtMzJieXQ="
+
+
+def _keep(event):
+    return None
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    webhook_receiver(
+        name="tests-inbound", path="hooks/in/", verify=RECEIVER_SECRET, handle=_keep
+    ),
+]

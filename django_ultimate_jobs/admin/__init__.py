@@ -22,14 +22,18 @@ from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
 from .subjects import ErasureRecordAdmin, SubjectRequestAdmin
+from .webhooks import InboundDeliveryAdmin, WebhookDeliveryAdmin, WebhookEndpointAdmin
 
 __all__ = [
     "BackfillAdmin",
     "ConsumerAdmin",
     "ErasureRecordAdmin",
+    "InboundDeliveryAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
     "SubjectRequestAdmin",
+    "WebhookDeliveryAdmin",
+    "WebhookEndpointAdmin",
 ]

@@ -9,7 +9,8 @@ on short leases:
 - ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
   ``200ms``); an empty value keeps the package default (the wake test);
 - ``UJ_CLAIM_BATCH`` (default: the package's);
-- ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none).
+- ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
+- ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
 """
 
 import json
@@ -34,6 +35,10 @@ def _timings() -> dict[str, object]:
     values.update({key: value for key, value in optional.items() if value})
     if os.environ.get("UJ_LIMITS"):
         values["LIMITS"] = json.loads(os.environ["UJ_LIMITS"])
+    if os.environ.get("UJ_WEBHOOK_LOOPBACK"):
+        # The webhook fault tests' endpoint listens on 127.0.0.1 over http.
+        values["WEBHOOK_ALLOW_NETWORKS"] = ["127.0.0.0/8"]
+        values["WEBHOOK_ALLOW_HTTP"] = True
     if os.environ.get("UJ_CLAIM_BATCH"):
         values["CLAIM_BATCH"] = int(os.environ["UJ_CLAIM_BATCH"])
     return values

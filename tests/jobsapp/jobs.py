@@ -7,6 +7,7 @@ from django_ultimate_jobs import Retry, backfill, job
 from django_ultimate_jobs.drivers import get_driver
 from django_ultimate_jobs.drivers.base import ClaimIdentity
 from django_ultimate_jobs.errors import Aborted
+from django_ultimate_jobs.webhooks import webhook
 
 
 @job(name="tests.noop")
@@ -280,3 +281,16 @@ _declare_customer_subject()
 if os.environ.get("UJ_STREAM_JOBS"):
     # The stream consumer, for the workers of the consumer acceptance test.
     from . import stream_jobs  # noqa: F401
+
+
+# -- the webhook fault tests' sender (tests/acceptance/test_webhook_faults.py) --
+#
+# Short retries, so an endpoint that comes back is reached within seconds;
+# never disabled, so a downtime loses nothing; a request timeout longer
+# than the tests' hold, so a worker is killed while it waits for the answer.
+faults_webhook = webhook(
+    name="tests.webhook.faults",
+    retry=Retry(attempts=60, delay="100ms", max_delay="1s"),
+    disable_after=1_000_000,
+    timeout="30s",
+)

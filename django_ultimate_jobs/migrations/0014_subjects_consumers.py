@@ -13,7 +13,7 @@ import django_ultimate_jobs.ids
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ultimate_jobs", "0012_capped_claim_indexes"),
+        ("ultimate_jobs", "0013_webhooks"),
     ]
 
     operations = [

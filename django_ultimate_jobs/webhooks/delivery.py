@@ -1,0 +1,396 @@
+"""One attempt at one delivery: screen, sign, POST, record, decide.
+
+The order is upstream's (§27.3): a disabled endpoint or a bad URL stops the
+attempt before any socket; the address screen runs on every attempt (a
+name may resolve elsewhere tomorrow); the timestamp is the send time (a
+retry days later is signed now); the attempt is recorded BEFORE its error
+is raised; a failure caused by this attempt's own cancellation (deadline,
+lost lease) is not recorded, since the delivery belongs to another attempt
+now; a drain lets a POST already on the wire finish (otherwise every deploy
+would POST again).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from django.db import router, transaction
+from django.db.models import Case, F, Func, JSONField, Value, When
+from django.db.models.lookups import GreaterThanOrEqual
+from django.utils import timezone
+
+from ..conf import jobs_settings
+from ..errors import Draining, JobsError
+from .addresses import IPNetwork, Resolver, Target, display_url, parse_url, vet
+from .endpoints import _allow_http, disable_endpoint, signing_secrets
+from .errors import (
+    WebhookDeliveryFailed,
+    WebhookDeliveryRejected,
+    WebhookDeliveryThrottled,
+    WebhookEndpointDisabled,
+    WebhookEndpointInvalid,
+    WebhookEventUnknown,
+)
+from .signing import signature_header
+from .transport import PinnedClient, RequestFailed, Response
+
+if TYPE_CHECKING:
+    from ..context import JobContext
+    from .models import WebhookDelivery, WebhookEndpoint
+
+__all__ = ["MAX_LOGGED_ATTEMPTS", "Sender", "retry_after_seconds"]
+
+logger = logging.getLogger("django_ultimate_jobs")
+
+MAX_LOGGED_ATTEMPTS = 50
+"""Attempts kept in a delivery's ``attempt_log`` (the latest ones)."""
+CONTENT_TYPE = "application/json"
+GONE = 410
+"""The status that disables an endpoint at once."""
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a ``Retry-After`` header asks for (digits or an HTTP date), or None."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit() and text.isascii():
+        return float(min(int(text), 10**9))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    now_s = time.time() if now is None else now
+    return max(0.0, when.timestamp() - now_s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    ok: bool
+    status: int | None
+    duration_ms: int
+    error: JobsError | None
+
+
+class Sender:
+    """Sends deliveries for one ``webhook(...)`` declaration."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        resolve: Resolver,
+        disable_after: int | None = None,
+        allow_networks: Sequence[IPNetwork] | None = None,
+        timeout_ms: int | None = None,
+        connect_timeout_ms: int | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.name = name
+        self.resolve = resolve
+        self._disable_after = disable_after
+        self.allow_networks = allow_networks
+        self._timeouts = (timeout_ms, connect_timeout_ms)
+        self._ssl_context = ssl_context
+        self._client: PinnedClient | None = None
+
+    @property
+    def disable_after(self) -> int:
+        """Consecutive failures that disable an endpoint (declared, or the setting)."""
+        if self._disable_after is not None:
+            return self._disable_after
+        return jobs_settings().webhook_disable_after
+
+    def client(self) -> PinnedClient:
+        """The HTTP client, built on first use (declared timeouts, or the settings')."""
+        if self._client is None:
+            settings = jobs_settings()
+            timeout_ms, connect_ms = self._timeouts
+            self._client = PinnedClient(
+                connect_timeout_s=(connect_ms or settings.webhook_connect_timeout_ms)
+                / 1000,
+                timeout_s=(timeout_ms or settings.webhook_timeout_ms) / 1000,
+                ssl_context=self._ssl_context,
+            )
+        return self._client
+
+    def _allowed(self) -> Sequence[IPNetwork]:
+        if self.allow_networks is not None:
+            return self.allow_networks
+        return jobs_settings().webhook_allow_networks
+
+    # -- the attempt -----------------------------------------------------------
+
+    def send(self, ctx: JobContext, delivery_id: int) -> dict[str, Any]:
+        """The job body: one attempt at ``delivery_id``."""
+        from .models import WebhookDelivery
+
+        delivery = (
+            WebhookDelivery.objects.select_related("endpoint")
+            .defer("attempt_log")  # appended in SQL, never read here
+            .filter(pk=delivery_id)
+            .first()
+        )
+        if delivery is None:
+            raise WebhookEventUnknown(
+                f"delivery {delivery_id} no longer exists",
+                meta={"delivery_id": delivery_id},
+            )
+        if delivery.state == WebhookDelivery.State.DELIVERED:
+            # A rerun after the success was recorded (the worker died
+            # before settling): the receiver has it already.
+            return {"delivery_id": delivery_id, "status": delivery.last_status}
+        endpoint = delivery.endpoint
+        try:
+            if endpoint.disabled_at is not None:
+                raise WebhookEndpointDisabled(
+                    f"endpoint {endpoint.pk} is disabled",
+                    meta={"endpoint_id": endpoint.pk},
+                )
+            target = parse_url(endpoint.url, allow_http=_allow_http())
+        except (WebhookEndpointDisabled, WebhookEndpointInvalid) as refusal:
+            self._record(ctx, delivery, _Outcome(False, None, 0, refusal), count=False)
+            raise
+        outcome = self._attempt(ctx, delivery, endpoint, target)
+        failures = self._record(ctx, delivery, outcome, count=True)
+        if outcome.ok:
+            return {
+                "delivery_id": delivery_id,
+                "status": outcome.status,
+                "duration_ms": outcome.duration_ms,
+            }
+        assert outcome.error is not None
+        if outcome.status == GONE:
+            # 410 Gone: the receiver says the endpoint no longer exists (the
+            # Standard Webhooks specification's advice: disable it).
+            self._disable(endpoint, f"the endpoint answered {GONE} Gone")
+        elif failures >= self.disable_after:
+            self._disable(
+                endpoint, f"disabled after {failures} consecutive failed deliveries"
+            )
+            WebhookDelivery.objects.filter(pk=delivery_id).update(
+                state=WebhookDelivery.State.FAILED
+            )
+            raise WebhookEndpointDisabled(
+                f"endpoint {endpoint.pk} failed {failures} times in a row and was "
+                "disabled",
+                meta={"endpoint_id": endpoint.pk, "failures": failures},
+            ) from outcome.error
+        raise outcome.error
+
+    def _attempt(
+        self,
+        ctx: JobContext,
+        delivery: WebhookDelivery,
+        endpoint: WebhookEndpoint,
+        target: Target,
+    ) -> _Outcome:
+        url = endpoint.url
+        try:
+            addresses = vet(
+                target, resolve=self.resolve, allow=self._allowed(), url=url
+            )
+        except WebhookDeliveryFailed as error:  # DNS: transient
+            return _Outcome(False, None, 0, error)
+        except WebhookEndpointInvalid as error:
+            return _Outcome(False, None, 0, error)
+        body = delivery.body.encode("utf-8")
+        stamp = int(time.time())
+        headers = {
+            **{str(k): str(v) for k, v in (endpoint.headers or {}).items()},
+            "Content-Type": CONTENT_TYPE,
+            "webhook-id": delivery.msg_id,
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": signature_header(
+                signing_secrets(endpoint, timezone.now()), delivery.msg_id, stamp, body
+            ),
+        }
+        # The last moment to stop without the receiver hearing anything.
+        ctx.cancellation.raise_if_cancelled()
+        client = self.client()
+        failure: RequestFailed | None = None
+        for address in addresses:
+            try:
+                response = client.post(
+                    target, address, headers, body, on_abort=self._abort_hook(ctx)
+                )
+            except RequestFailed as error:
+                failure = error
+                if error.kind == "connect":
+                    continue  # the next address of the name, if any
+                break
+            return _judge(response, url)
+        assert failure is not None
+        reason = ctx.cancellation.reason
+        if reason is not None and not isinstance(reason, Draining):
+            # Our own deadline or a lost lease cut the request: another
+            # attempt owns the delivery now, so nothing is recorded.
+            raise reason
+        return _Outcome(
+            False,
+            None,
+            failure.duration_ms,
+            WebhookDeliveryFailed(
+                f"no answer from the endpoint ({failure.kind}): {failure.detail}",
+                meta={"url": display_url(url), "kind": failure.kind},
+            ),
+        )
+
+    @staticmethod
+    def _abort_hook(ctx: JobContext) -> Any:
+        def hook(abort: Any) -> None:
+            def on_cancel(reason: JobsError) -> None:
+                if not isinstance(reason, Draining):
+                    abort()
+
+            ctx.cancellation.on_cancel(on_cancel)
+
+        return hook
+
+    def _record(
+        self,
+        ctx: JobContext,
+        delivery: WebhookDelivery,
+        outcome: _Outcome,
+        *,
+        count: bool,
+    ) -> int:
+        """Log the attempt on the delivery (and on its endpoint when ``count``);
+        answer the endpoint's consecutive failures."""
+        from .models import WebhookDelivery, WebhookEndpoint
+
+        now = timezone.now()
+        error = outcome.error.render()[:1000] if outcome.error else ""
+        terminal = outcome.error is not None and (
+            outcome.error.retry_class.value == "terminal" or ctx.final_attempt
+        )
+        if outcome.ok:
+            state = WebhookDelivery.State.DELIVERED
+        elif terminal:
+            state = WebhookDelivery.State.FAILED
+        else:
+            state = WebhookDelivery.State.PENDING
+        entry = {
+            "attempt": delivery.attempts + 1,
+            "job_attempt": ctx.attempt,
+            "at": now.isoformat(),
+            "status": outcome.status,
+            "duration_ms": outcome.duration_ms,
+            "error": error,
+        }
+        changes: dict[str, Any] = {
+            "attempt_log": _appended(
+                entry, trim=delivery.attempts >= MAX_LOGGED_ATTEMPTS - 1
+            ),
+            "attempts": F("attempts") + 1,
+            "last_status": outcome.status,
+            "last_error": error,
+            "last_attempt_at": now,
+            "state": state,
+        }
+        if outcome.ok:
+            changes["delivered_at"] = now
+        deliveries = WebhookDelivery.objects.filter(pk=delivery.pk)
+        endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
+        endpoint = delivery.endpoint
+        if outcome.ok or not count:
+            if not count or _streak_clear(endpoint, now):
+                # The common case, one statement: nothing on the endpoint
+                # changes (no streak to end, a last success under a second
+                # old, as read at the start of the attempt). A failure
+                # recorded since then is ended by the next success.
+                deliveries.update(**changes)
+                return 0
+            with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
+                deliveries.update(**changes)
+                endpoints.update(consecutive_failures=0, last_success_at=now)
+            return 0
+        with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
+            deliveries.update(**changes)
+            endpoints.update(
+                consecutive_failures=F("consecutive_failures") + 1,
+                last_failure_at=now,
+            )
+            failures = endpoints.values_list("consecutive_failures", flat=True).first()
+        return int(failures or 0)
+
+    def _disable(self, endpoint: WebhookEndpoint, reason: str) -> None:
+        if disable_endpoint(endpoint.pk, reason):
+            logger.warning(
+                "jobs.webhook.endpoint.disabled",
+                extra={
+                    "endpoint_id": endpoint.pk,
+                    "url": display_url(endpoint.url),
+                    "reason": reason,
+                },
+            )
+            from .audit import log_disabled
+
+            log_disabled(endpoint, reason)
+
+
+def _streak_clear(endpoint: WebhookEndpoint, now: datetime) -> bool:
+    """Whether a success would change nothing on the endpoint's row."""
+    last = endpoint.last_success_at
+    return (
+        endpoint.consecutive_failures == 0
+        and last is not None
+        and now - last < timedelta(seconds=1)
+    )
+
+
+def _appended(entry: dict[str, Any], *, trim: bool) -> Func:
+    """``attempt_log`` with ``entry`` appended; with ``trim`` the oldest
+    entries beyond the latest 50 are dropped (the rare, longer statement)."""
+    log: Any = F("attempt_log")
+    if trim:
+        log = Case(
+            When(
+                GreaterThanOrEqual(
+                    Func(log, function="jsonb_array_length"), MAX_LOGGED_ATTEMPTS
+                ),
+                then=Func(
+                    log, Value(0), template="(%(expressions)s)", arg_joiner=" - "
+                ),
+            ),
+            default=log,
+            output_field=JSONField(),
+        )
+    return Func(
+        log,
+        Value([entry], output_field=JSONField()),
+        template="(%(expressions)s)",
+        arg_joiner=" || ",
+        output_field=JSONField(),
+    )
+
+
+def _judge(response: Response, url: str) -> _Outcome:
+    """2xx ok; 429 and 5xx retried (after Retry-After when given); anything
+    else (a redirect, another 4xx) is final."""
+    status = response.status
+    if 200 <= status < 300:
+        return _Outcome(True, status, response.duration_ms, None)
+    meta: dict[str, Any] = {"url": display_url(url), "status": status}
+    if status == 429 or 500 <= status < 600:
+        wait = retry_after_seconds(response.retry_after)
+        if wait is not None:
+            error: JobsError = WebhookDeliveryThrottled(
+                f"the endpoint answered {status} with Retry-After {wait:g}s",
+                meta={**meta, "retry_after_seconds": wait},
+            )
+        else:
+            error = WebhookDeliveryFailed(f"the endpoint answered {status}", meta=meta)
+    else:
+        kind = "a redirect (never followed)" if 300 <= status < 400 else str(status)
+        error = WebhookDeliveryRejected(f"the endpoint answered {kind}", meta=meta)
+    return _Outcome(False, status, response.duration_ms, error)
