@@ -226,7 +226,8 @@ def _seconds(option: str, value: Any, problems: list[str]) -> float | None:
 def _supervise(name: str) -> list[tuple[JobHandle[Any], dict[str, Any]]]:
     """The supervisor's answer for one tick: a run, unless one is live or
     the consumer is paused or halted."""
-    from .. import operator
+    from ..drivers import get_driver
+    from ..drivers.base import JobFilter
     from ..states import LIVE_STATES
     from .models import Consumer
 
@@ -234,7 +235,8 @@ def _supervise(name: str) -> list[tuple[JobHandle[Any], dict[str, Any]]]:
     state = Consumer.objects.filter(name=name).values_list("state", flat=True).first()
     if state in (Consumer.State.PAUSED, Consumer.State.HALTED):
         return []
-    if operator.count(states=list(LIVE_STATES), name=spec.job_name):
+    live = JobFilter(name=spec.job_name, states=frozenset(LIVE_STATES))
+    if get_driver().count(live):
         return []
     return [(spec.job, {})]
 

@@ -17,7 +17,7 @@ from uuid import UUID
 from django.db import IntegrityError, transaction
 from django.utils.crypto import salted_hmac
 
-from .. import operator
+from ..drivers import get_driver
 from ..states import LIVE_STATES
 from ..validation import text_problem
 from .declaration import Subject, get_subject
@@ -175,7 +175,8 @@ def _live_request(subject: str, kind: str, digest: str) -> Requested | None:
     )
     if row is None:
         return None
-    state = None if row.job_id is None else operator.job_state(row.job_id)
+    record = None if row.job_id is None else get_driver().get(row.job_id)
+    state = None if record is None else str(record.state)
     if state in LIVE_STATES:
         return Requested(request_id=row.id, job_id=row.job_id, deduped=True)
     row.state = SubjectRequest.State.FAILED

@@ -9,11 +9,11 @@ Threads of one worker process:
 - one keeper thread renews leases in one statement per interval, cancels
   attempts whose lease is lost, fires attempt deadlines and the drain
   cut-off;
-- optionally the LISTEN thread (:mod:`.listener`), which only makes the next
-  poll sooner.
+- optionally the LISTEN thread (``driver.wake_listener()``), which only
+  makes the next poll sooner.
 
 Each thread has its own Django connection, named for its role and reset
-after a loss (:mod:`.dbrole`): when the database goes away, every role
+after a loss (``driver.sessions``): when the database goes away, every role
 reconnects on its next use, on one process-wide backoff, and the settler
 keeps finished work until it can write it. :meth:`Worker.tick` runs one
 claim pass inline in the caller's thread: the test helper uses it.
@@ -50,6 +50,16 @@ from ..drivers.base import (
     NackRequest,
     WorkerRecord,
 )
+from ..drivers.djangodb import (
+    close_thread_connections,
+    drop_dead_connections,
+    is_connection_gone,
+    is_database_away,
+    reset_broken_connections,
+    sqlstate,
+)
+from ..drivers.outage import process_outage
+from ..drivers.postgres.sessions import RoleConnection, recover
 from ..errors import (
     Draining,
     JobKeyBusy,
@@ -63,17 +73,6 @@ from ..signals import job_started
 from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .config import WorkerConfig
-from .dbrole import (
-    RoleConnection,
-    close_thread_connections,
-    drop_dead_connections,
-    is_connection_gone,
-    is_database_away,
-    process_outage,
-    recover,
-    reset_broken_connections,
-    sqlstate,
-)
 from .executor import Attempt, Execution, run_attempt, settle_for
 from .limits import Lease, Limiter
 from .settler import Settler
@@ -1300,9 +1299,7 @@ class Worker:
         if self.processed == self._processed_at_rollup:
             return
         self._rolled_up_at, self._processed_at_rollup = now, self.processed
-        roll_up = getattr(self.driver, "rollup_counters", None)
-        if roll_up is None:
-            return
+        roll_up = self.driver.maintenance.rollup_counters
         try:
             roll_up()
         except Exception as error:

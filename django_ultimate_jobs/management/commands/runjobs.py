@@ -18,14 +18,15 @@ from django.utils.autoreload import get_child_arguments
 
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
+from ...drivers import get_driver
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
 from ...outbox.store import outbox_database
 from ...validation import name_problem
+from ...wake import wake_hub
 from ...worker.config import WorkerConfig
 from ...worker.heap import settle_heap
-from ...worker.listener import WakeListener
 from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
@@ -100,6 +101,7 @@ class Command(BaseCommand):
                 ).render()
             )
         try:
+            _refuse_an_unshared_driver()
             if options["relay_only"]:
                 _refuse_with_relay_only(options)
                 outbox_database()  # a relay needs it: refused before it starts
@@ -136,12 +138,14 @@ class Command(BaseCommand):
                 "LISTEN wake-ups will not arrive and polling picks jobs up"
             )
         listener = None
-        if config.wake and jobs_settings().driver == "postgres":
-            listener = WakeListener(
-                jobs_settings().database,
+        if config.wake:
+            # None unless the driver declares features.wake_listener.
+            listener = worker.driver.wake_listener(
+                wake_hub.notify,
+                worker_id=worker.id,
                 on_live=lambda live: _set_live(worker, live),
-                role=worker.role("listen"),
             )
+        if listener is not None:
             listener.start()
         self.stdout.write(
             f"runjobs {worker.id}: queues={','.join(config.queues)} "
@@ -236,6 +240,24 @@ def _refuse_with_relay_only(options: dict[str, Any]) -> None:
         )
 
 
+def _refuse_an_unshared_driver() -> None:
+    """Refuse a driver whose jobs live in one process (``features.shared_across_processes``).
+
+    A ``runjobs`` process of its own would never see a job another process
+    enqueued: it would sit idle while the jobs wait.
+    """
+    driver = get_driver()
+    if not driver.features.shared_across_processes:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS['DRIVER'] is {jobs_settings().driver!r}, whose jobs live "
+            "in one process: a runjobs process would never see the jobs your other "
+            "processes enqueue",
+            fix="run workers with a driver other processes share (DRIVER "
+            "'postgres'); in tests, run_jobs() runs the jobs in the test's process",
+            meta={"driver": driver.name},
+        )
+
+
 _QUEUES_FIX = (
     "pass comma-separated queue names without spaces, e.g. --queues default,emails "
     "(or leave --queues out to serve ULTIMATE_JOBS['QUEUES'])"
@@ -281,21 +303,17 @@ def _deadline_ms(seconds: float | None) -> int | None:
 def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
     """Run the cron scheduler thread around the body, unless turned off."""
     from ...crontask import registered_tasks
-    from ...worker.dbrole import RoleConnection, process_outage
+    from ...drivers.sessions import Session
 
     # With no task declared there is nothing to lead: no lease traffic.
     if options["no_scheduler"] or not registered_tasks():
         yield
         return
+    role: Session
     if worker is not None:
         role = worker.role("schedule")
     else:  # the supervisor's own scheduler: no worker in this process
-        role = RoleConnection(
-            "schedule",
-            using=jobs_settings().database,
-            worker_id=new_worker_id(),
-            outage=process_outage(),
-        )
+        role = get_driver().sessions.open("schedule", worker_id=new_worker_id())
     thread = SchedulerThread(Scheduler(role=role))
     thread.start()
     try:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .lease_base import HeldLease, LeaseRecord
+from ..leases import HeldLease, LeaseRecord
 
 if TYPE_CHECKING:
-    from .memory import MemoryDriver
+    from .driver import MemoryDriver
 
 __all__ = ["LeaseRow", "LeaseTable", "MemoryLeases"]
 
@@ -135,11 +135,6 @@ class MemoryLeases:
 
     def __init__(self, driver: MemoryDriver) -> None:
         self.driver = driver
-
-    @property
-    def database(self) -> None:
-        """No database connection: the rows live in this process."""
-        return None
 
     def acquire(
         self, key: str, limit: int, ttl_ms: int, holder: str
