@@ -11,6 +11,8 @@ Threads of one worker process, each the body of one part:
 - one keeper thread (:mod:`.keeper`) renews leases in one statement per
   interval, cancels attempts whose lease is lost, fires attempt deadlines
   and takes the drain's steps;
+- with ``config.scheduler`` and a task declared, the cron scheduler thread
+  (:mod:`.scheduler`);
 - optionally the LISTEN thread (:mod:`.listener`), which only makes the next
   poll sooner.
 
@@ -37,6 +39,7 @@ from typing import Any
 
 from ..conf import jobs_settings
 from ..context import CancellationToken
+from ..crontask import registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..wake import wake_hub
@@ -48,6 +51,7 @@ from .executor import Execution
 from .held import HeldAttempts
 from .keeper import Keeper
 from .lifecycle import Lifecycle
+from .scheduler import Scheduler, SchedulerThread
 from .settle import SettleLoop, announce_buried
 from .slots import SlotPool
 from .wakeflag import ClaimWake
@@ -135,6 +139,12 @@ class Worker:
             session=self.role("keep"),
             worker_id=self.id,
         )
+        self.scheduler: SchedulerThread | None = None
+        # With no task declared there is nothing to lead: no lease traffic.
+        if config.scheduler and registered_tasks():
+            self.scheduler = SchedulerThread(
+                Scheduler(driver=self.driver, role=self.role("schedule"))
+            )
 
     def role(self, name: str) -> RoleConnection:
         """A database role of this worker process (bind it in its own thread)."""
@@ -209,6 +219,8 @@ class Worker:
         self.slots.start()
         self.settler.start()
         self.keeper.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
         unsubscribe = wake_hub.subscribe(self.claims.on_wake)
         if install_signals is not None:
             install_signals(self)
@@ -249,6 +261,8 @@ class Worker:
         self.settler.join(5)
         self.keeper.join(5)
         self.keeper.forget()
+        if self.scheduler is not None:
+            self.scheduler.stop()  # and its lease released: a standby takes over
         life.stopped()
         logger.info(
             "jobs.worker.stopped", extra={"worker_id": self.id, "counts": self.counts}

@@ -119,7 +119,7 @@ class Command(BaseCommand):
             # The scheduler runs once per host, in the parent, not per child.
             # The relay role too; children still publish their own commits.
             child = [*argv, "--processes", "1", "--no-scheduler", "--no-relay"]
-            with _scheduler(options, None), _relay(options, None):
+            with _scheduler(options), _relay(options, None):
                 code = Supervisor(child, processes, grace).run()
             sys.exit(code)
         worker = Worker(config)
@@ -148,7 +148,7 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            with _scheduler(options, worker), _relay(options, worker):
+            with _relay(options, worker):
                 worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
@@ -206,6 +206,7 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs_per_process"],
             shutdown_deadline_ms=_deadline_ms(options["shutdown_deadline"]),
             wake=False if options["no_wake"] else None,
+            scheduler=not options["no_scheduler"],
         )
 
 
@@ -278,8 +279,12 @@ def _deadline_ms(seconds: float | None) -> int | None:
 
 
 @contextmanager
-def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
-    """Run the cron scheduler thread around the body, unless turned off."""
+def _scheduler(options: dict[str, Any]) -> Iterator[None]:
+    """The supervisor's own cron scheduler thread around the body, unless turned off.
+
+    A worker process runs its own (``WorkerConfig.scheduler``); the parent of
+    ``--processes N`` runs no worker, and its children run none.
+    """
     from ...crontask import registered_tasks
     from ...worker.dbrole import RoleConnection, process_outage
 
@@ -287,15 +292,12 @@ def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]
     if options["no_scheduler"] or not registered_tasks():
         yield
         return
-    if worker is not None:
-        role = worker.role("schedule")
-    else:  # the supervisor's own scheduler: no worker in this process
-        role = RoleConnection(
-            "schedule",
-            using=jobs_settings().database,
-            worker_id=new_worker_id(),
-            outage=process_outage(),
-        )
+    role = RoleConnection(
+        "schedule",
+        using=jobs_settings().database,
+        worker_id=new_worker_id(),
+        outage=process_outage(),
+    )
     thread = SchedulerThread(Scheduler(role=role))
     thread.start()
     try:
