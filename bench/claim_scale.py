@@ -209,7 +209,7 @@ def explain_claim(conn: psycopg.Connection) -> dict:
         LEASE_LAPSED_RECLAIMED,
         LEASE_LAPSED_UNSTARTED,
     )
-    from django_ultimate_jobs.drivers.sql import query
+    from django_ultimate_jobs.drivers.postgres.sql import query
 
     params = {
         "now": None,

@@ -69,7 +69,7 @@ def count_plan(arguments: dict[str, Any]) -> str:
     from django.db import connection
 
     from django_ultimate_jobs.drivers.postgres import _filter_params
-    from django_ultimate_jobs.drivers.sql import query
+    from django_ultimate_jobs.drivers.postgres.sql import query
     from django_ultimate_jobs.operator import job_filter
 
     states = arguments.get("states")

@@ -82,7 +82,7 @@ def prepared(
     conn: psycopg.Connection, text: str | None = None, name: str = "claim"
 ) -> list[str]:
     """PREPARE job_claim with $n parameters; answer their names in order."""
-    from django_ultimate_jobs.drivers.sql import query
+    from django_ultimate_jobs.drivers.postgres.sql import query
 
     names: list[str] = []
 

@@ -153,7 +153,7 @@ def explain(conn, target: str) -> str:
     """EXPLAIN ANALYZE of one batch, rolled back (the rows stay for the sweep)."""
     import psycopg
 
-    from django_ultimate_jobs.drivers.sql import query
+    from django_ultimate_jobs.drivers.postgres.sql import query
 
     statement = query(f"job_retention_{target}", "maintenance.sql")
     before = datetime.now(UTC) - timedelta(days=1 if target == "done" else 14)
@@ -204,8 +204,8 @@ def sweep_while_claiming() -> tuple[dict, dict]:
     from django.db import connections
 
     from django_ultimate_jobs.drivers import get_driver
+    from django_ultimate_jobs.drivers.postgres.maintenance import delete_in_batches
     from django_ultimate_jobs.maintenance.instant import maintenance_now
-    from django_ultimate_jobs.maintenance.retention import delete_in_batches
 
     driver = get_driver()
     stop = threading.Event()

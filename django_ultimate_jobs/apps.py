@@ -16,7 +16,10 @@ class UltimateJobsConfig(AppConfig):
 
     def ready(self) -> None:
         """Import every installed app's ``jobs`` module, wire settings and tasks."""
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            drivers,  # noqa: F401  (driver keys in settings, driver reset)
+        )
         from .conf import connect_setting_changed
 
         connect_setting_changed()

@@ -7,8 +7,14 @@ from typing import Any
 from django.core import checks
 from django.db import connections
 
-from .conf import jobs_settings
+from .conf import JobsSettings, jobs_settings
+from .drivers import driver_class
 from .errors import SettingsInvalid
+
+
+def jobs_in_django_database(settings: JobsSettings) -> bool:
+    """Whether the driver keeps the jobs in ``DATABASE`` (a declared feature)."""
+    return driver_class(settings.driver).features.django_database
 
 
 @checks.register(checks.Tags.compatibility)
@@ -18,7 +24,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
         settings = jobs_settings()
     except SettingsInvalid as error:
         return [checks.Error(error.cause, hint=error.fix, id="ultimate_jobs.E001")]
-    if settings.driver != "postgres":
+    if not jobs_in_django_database(settings):
         return []
     if settings.database not in connections.settings:
         return [
@@ -69,7 +75,7 @@ def check_outbox(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
                 id="ultimate_jobs.E005",
             )
         ]
-    if settings.driver != "postgres" or settings.outbox:
+    if not jobs_in_django_database(settings) or settings.outbox:
         return []
     if settings.database == settings.outbox_database:
         return []
@@ -106,7 +112,10 @@ def check_pooler(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMes
         settings = jobs_settings()
     except SettingsInvalid:
         return []  # reported by check_settings
-    if settings.driver != "postgres" or settings.database not in connections.settings:
+    if (
+        not jobs_in_django_database(settings)
+        or settings.database not in connections.settings
+    ):
         return []
     if not behind_transaction_pooler(settings.database):
         return []

@@ -15,20 +15,23 @@ from typing import Any
 
 from .durations import is_count, parse_duration_ms
 from .errors import DurationInvalid, SettingsInvalid
+from .limitconfig import LimitConfig, parse_limits
 from .validation import NAME_RULE, name_problem
-from .worker.limits import LimitConfig, parse_limits
 
 __all__ = [
     "DEFAULT_HOUSEKEEPING_QUEUE",
     "MAX_CLAIM_BATCH",
     "MAX_CONCURRENCY",
     "SETTINGS",
+    "DriverKeys",
     "JobsSettings",
     "Kind",
     "jobs_settings",
     "parse_settings",
+    "use_driver_keys",
 ]
 
+DEFAULT_DRIVER = "postgres"
 DEFAULT_HOUSEKEEPING_QUEUE = "ultimate_jobs"
 """The queue of the built-in jobs (retention, partitions) unless set."""
 MAX_CONCURRENCY = 1000
@@ -43,7 +46,7 @@ _DEFAULT_REDACT = ("password", "secret", "token", "api_key", "authorization")
 class JobsSettings:
     """Parsed ``ULTIMATE_JOBS`` (every key documented in docs/reference/settings.md)."""
 
-    driver: str = "postgres"
+    driver: str = DEFAULT_DRIVER
     database: str = "default"
     queues: tuple[str, ...] = ("default",)
     housekeeping_queue: str = DEFAULT_HOUSEKEEPING_QUEUE
@@ -69,11 +72,14 @@ class JobsSettings:
     outbox_claim_lease_ms: int = 30_000
     outbox_sweep_max_ms: int = 30_000
     limits: LimitConfig = field(default_factory=LimitConfig)
+    driver_options: Mapping[str, Any] = field(default_factory=dict)
+    """The keys the driver class declares (``BaseDriver.settings_keys``),
+    parsed: read by its ``from_settings``."""
 
 
 # RETENTION["<name>"]: how long finished rows of each kind are kept.
 _RETENTION_KEYS = {"done": "retention_done_ms", "failed": "retention_failed_ms"}
-_DRIVERS = ("postgres", "memory")
+_DRIVER_ALIASES = ("postgres", "memory")
 
 
 def _ms(what: str, value: Any) -> int:
@@ -154,8 +160,11 @@ def _outbox(key: str, value: Any) -> Any:
 
 
 def _driver(key: str, value: Any) -> Any:
-    if value not in _DRIVERS:
+    if not isinstance(value, str) or not value:
         raise _refused(key, value)
+    if _driver_keys is not None:
+        # Loads the class: a name that is no driver fails here, at check time.
+        _driver_keys(value)
     return value
 
 
@@ -207,7 +216,11 @@ _CLAIM_BATCH = Kind(
     f"a whole number from 1 to {MAX_CLAIM_BATCH}", _up_to(MAX_CLAIM_BATCH)
 )
 _ALIAS = Kind("a non-empty string naming a DATABASES alias", _alias)
-_DRIVER = Kind(" or ".join(f'"{name}"' for name in _DRIVERS), _driver)
+_DRIVER = Kind(
+    ", ".join(f'"{name}"' for name in _DRIVER_ALIASES)
+    + " or the dotted path of a driver class",
+    _driver,
+)
 _OUTBOX = Kind('True, False or "required"', _outbox)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
 _LIMITS = Kind(
@@ -259,21 +272,51 @@ def parse_setting(key: str, value: Any) -> dict[str, Any]:
     return parsed if not attr else {attr: parsed}
 
 
+DriverKeys = Callable[[str], Mapping[str, Kind]]
+"""Driver name -> the ``ULTIMATE_JOBS`` keys its class declares."""
+
+_driver_keys: DriverKeys | None = None
+
+
+def use_driver_keys(lookup: DriverKeys) -> None:
+    """Let settings accept the keys a driver class declares.
+
+    Installed by :mod:`django_ultimate_jobs.drivers` when it is imported
+    (this module sits below the drivers and does not import them). Until
+    then a driver's own keys are refused as unknown, and ``DRIVER`` is
+    checked for its shape only (the class is loaded at first use).
+    """
+    global _driver_keys
+    _driver_keys = lookup
+
+
 def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     """Validate ``raw`` (the ``ULTIMATE_JOBS`` dict) and return the parsed form.
 
     Raises:
-        SettingsInvalid: an unknown key, or a value of the wrong kind.
+        SettingsInvalid: an unknown key, a value of the wrong kind, or a
+            ``DRIVER`` that names no driver class.
     """
     unknown = sorted(set(raw) - set(SETTINGS))
+    declared: Mapping[str, Kind] = {}
+    if unknown and _driver_keys is not None:
+        values = parse_setting("DRIVER", raw.get("DRIVER", DEFAULT_DRIVER))
+        declared = _driver_keys(values["driver"])
+        unknown = [key for key in unknown if key not in declared]
     if unknown:
         raise SettingsInvalid(
             f"ULTIMATE_JOBS has unknown keys: {', '.join(unknown)}",
             meta={"unknown": unknown},
         )
-    values: dict[str, Any] = {}
+    values = {}
+    options: dict[str, Any] = {}
     for key, value in raw.items():
-        values.update(parse_setting(key, value))
+        if key in declared:
+            options[key] = declared[key].parse(key, value)
+        else:
+            values.update(parse_setting(key, value))
+    if options:
+        values["driver_options"] = options
     if "HEARTBEAT_INTERVAL" not in raw and "visibility_timeout_ms" in values:
         values["heartbeat_interval_ms"] = values["visibility_timeout_ms"] // 3
     parsed = JobsSettings(**values)
@@ -294,11 +337,10 @@ def jobs_settings() -> JobsSettings:
 
 
 def _reset(*, setting: str, **kwargs: Any) -> None:
+    # The driver built from the old settings is reset by drivers/ (its own
+    # receiver): this module sits below the drivers.
     if setting == "ULTIMATE_JOBS":
-        from .drivers import reset_driver
-
         jobs_settings.cache_clear()
-        reset_driver()
 
 
 def connect_setting_changed() -> None:

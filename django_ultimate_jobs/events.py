@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .drivers import get_driver
-from .drivers.steps_base import EventRecord
+from .drivers.steps import EventRecord
 from .durations import DurationInput, parse_duration_ms
 from .errors import JobInputInvalid, JobsError
 from .validation import MAX_KEY_BYTES, JsonRefused, json_text, text_problem
@@ -54,10 +54,7 @@ def publish_event(
             fix=refused.fix,
             meta={"event": name},
         ) from None
-    events = getattr(get_driver(), "events", None)
-    if events is None:
-        raise JobsError("this driver has no event store", code="X_NOT_IMPLEMENTED")
-    return events.publish(name, payload, key, ttl_ms)
+    return get_driver().events.publish(name, payload, key, ttl_ms)
 
 
 def check_event_names(name: Any, key: Any) -> None:
@@ -86,5 +83,4 @@ def check_event_names(name: Any, key: Any) -> None:
 
 def purge_expired_events() -> int:
     """Delete expired events (the retention sweep calls it); answers how many."""
-    events = getattr(get_driver(), "events", None)
-    return 0 if events is None else events.purge_expired()
+    return get_driver().events.purge_expired()

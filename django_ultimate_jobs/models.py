@@ -1,7 +1,7 @@
 """The tables: jobs, steps, events, leases, pauses, workers, counters.
 
 The hot path (enqueue, claim, settle) never goes through these models: it
-is raw SQL in ``drivers/sql/queries.sql``. The models exist for the
+is raw SQL in ``drivers/postgres/sql/queries.sql``. The models exist for the
 migrations, the admin and the operator commands, and every index the hot
 path relies on is declared here so the migration carries it.
 """
@@ -479,7 +479,7 @@ class OutboxMessage(models.Model):
     database); the job it becomes lives in ``ULTIMATE_JOBS["DATABASE"]``.
     The row holds what a direct enqueue would insert, under the id the job
     will have: a second publish of the message meets that job and inserts
-    nothing. Written by raw SQL (``drivers/sql/outbox.sql``); the model is
+    nothing. Written by raw SQL (``drivers/postgres/sql/outbox.sql``); the model is
     for the migration and the read-only admin page.
     """
 

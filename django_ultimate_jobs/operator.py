@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, Unpack
 from uuid import UUID
 
-from .clock import system_clock
 from .conf import jobs_settings
 from .drivers import get_driver
 from .drivers.base import (
@@ -27,8 +26,8 @@ from .drivers.base import (
     QueueStats,
     WorkerRecord,
 )
-from .drivers.cron_base import SCHEDULER_LEASE_KEY
-from .drivers.steps_base import StepRecord
+from .drivers.cron import SCHEDULER_LEASE_KEY
+from .drivers.steps import StepRecord
 from .errors import (
     JobIdInvalid,
     JobInputInvalid,
@@ -132,8 +131,7 @@ def show(job_id: str | UUID) -> dict[str, Any]:
     if record is None:
         raise JobNotFound("no job has that id", meta={"id": str(job_id)})
     answer = _job_dict(record)
-    store = getattr(driver, "steps", None)
-    steps = [] if store is None else list(store.list(record.run_id).values())
+    steps = list(driver.steps.list(record.run_id).values())
     answer["steps"] = [
         _step_dict(step) for step in sorted(steps, key=lambda s: s.started_at)
     ]
@@ -336,8 +334,7 @@ def counters(*, window: timedelta = timedelta(hours=24)) -> list[dict[str, Any]]
     ``mean_ms`` is the mean attempt duration, ``None`` with no attempt.
     """
     driver = get_driver()
-    clock = getattr(driver, "clock", system_clock)
-    since = clock.now().astimezone(UTC) - window
+    since = driver.now() - window
     answer = []
     for total in driver.counter_totals(since):
         row = asdict(total)
@@ -660,7 +657,7 @@ def pause_task(task: str) -> list[dict[str, Any]]:
     Raises:
         TaskUnknown: no task is declared under that name (nothing written).
     """
-    return [_paused(p) for p in get_driver().pause_task(_task_name(task))]
+    return [_paused(p) for p in get_driver().cron.pause_task(_task_name(task))]
 
 
 def resume_task(task: str) -> list[dict[str, Any]]:
@@ -669,7 +666,7 @@ def resume_task(task: str) -> list[dict[str, Any]]:
     Raises:
         TaskUnknown: no task is declared under that name (nothing written).
     """
-    return [_paused(p) for p in get_driver().resume_task(_task_name(task))]
+    return [_paused(p) for p in get_driver().cron.resume_task(_task_name(task))]
 
 
 def run_task(task: str) -> list[dict[str, Any]]:
@@ -700,12 +697,12 @@ def tasks() -> list[dict[str, Any]]:
     pause; ``declared`` is false for a stored task no code declares any
     more, ``armed`` false for a declared task no scheduler has seen yet.
     """
-    from datetime import UTC, datetime
+    from datetime import datetime
 
     from .crontask import registered_tasks
 
-    stored = {record.name: record for record in get_driver().task_list()}
-    paused = {p.name: p.paused_at for p in get_driver().paused_tasks()}
+    stored = {record.name: record for record in get_driver().cron.task_list()}
+    paused = {p.name: p.paused_at for p in get_driver().cron.paused_tasks()}
     declared = {handle.name: handle for handle in registered_tasks()}
     now = datetime.now(UTC)
     listing = []

@@ -53,7 +53,7 @@ from .validation import (
 )
 
 if TYPE_CHECKING:
-    from .drivers.steps_base import EventStore, StepFence, StepRecord, StepStore
+    from .drivers.steps import EventStore, StepFence, StepRecord, StepStore
 
 __all__ = ["WAIT_TIMED_OUT", "StepApi", "StepSuspension"]
 
@@ -382,7 +382,7 @@ class StepApi:
     def _put(
         self, name: str, status: str, started: datetime, **fields: Any
     ) -> StepRecord:
-        from .drivers.steps_base import StepRecord
+        from .drivers.steps import StepRecord
 
         record = StepRecord(
             run_id=self._run_id, name=name, status=status, started_at=started, **fields

@@ -329,7 +329,7 @@ def test_an_unknown_task_is_refused_with_its_code(admin_client, pg_driver):
     forged = {"task": "tests.cron.typo", "verb": "pause", "confirmed": "yes"}
     page = admin_client.post(url, forged, follow=True)
     assert "X_TASK_UNKNOWN" in page.text
-    assert pg_driver.paused_tasks() == [] and not LogEntry.objects.exists()
+    assert pg_driver.cron.paused_tasks() == [] and not LogEntry.objects.exists()
 
 
 def test_a_viewer_sees_no_task_buttons_and_a_forged_post_is_refused(

@@ -43,7 +43,7 @@ def test_an_undeclared_task_is_refused_before_anything_is_written(pg_driver):
         operator.pause_task("tests.cron.typo")
     with pytest.raises(CommandError, match="X_TASK_UNKNOWN"):
         jobs("pause", "--task", "tests.cron.typo")
-    assert pg_driver.paused_tasks() == []
+    assert pg_driver.cron.paused_tasks() == []
 
 
 def test_pause_needs_a_queue_or_a_task_not_both(pg_driver, nightly):
@@ -82,6 +82,6 @@ def test_run_task_enqueues_now_and_leaves_the_schedule_alone(pg_driver, nightly)
         None,
         "task:tests.cron.nightly",
     )
-    assert pg_driver.task_list() == []
+    assert pg_driver.cron.task_list() == []
     with pytest.raises(CommandError, match="X_TASK_UNKNOWN"):
         jobs("run-task", "tests.cron.typo")

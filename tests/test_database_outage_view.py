@@ -1,4 +1,4 @@
-"""The process's view of an outage: who may end it (worker/dbrole.py).
+"""The process's view of an outage: who may end it (drivers/outage.py).
 
 The acceptance tests kill real backends; these pin the rule they rely on,
 without a server: an outage ends when the reporting role gets through, or
@@ -7,7 +7,7 @@ when another role gets through to the same database after the loss.
 
 from __future__ import annotations
 
-from django_ultimate_jobs.worker.dbrole import DatabaseOutage
+from django_ultimate_jobs.drivers.outage import DatabaseOutage
 
 
 def _down(outage: DatabaseOutage, role: str = "slot", using: str = "default") -> None:

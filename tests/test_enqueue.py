@@ -23,7 +23,7 @@ from django.utils.functional import SimpleLazyObject
 
 from django_ultimate_jobs import Enqueued, job, job_enqueued
 from django_ultimate_jobs.drivers.base import AckRequest, ClaimOptions
-from django_ultimate_jobs.drivers.sql import query
+from django_ultimate_jobs.drivers.postgres.sql import query
 from django_ultimate_jobs.errors import JobDuplicate, JobInputInvalid
 from django_ultimate_jobs.ids import uuid7
 from django_ultimate_jobs.models import Job

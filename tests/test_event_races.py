@@ -15,10 +15,10 @@ from django.db import connection, transaction
 from django_ultimate_jobs import job, publish_event
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
+from django_ultimate_jobs.drivers.postgres.listener import WakeListener
 from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.worker.config import WorkerConfig
-from django_ultimate_jobs.worker.listener import WakeListener
 from django_ultimate_jobs.worker.runner import Worker
 from tests.support.waiting import wait_until
 

@@ -26,7 +26,9 @@ def held(pg_driver, clock):
     lock = leases.acquire("lock:invoice:42", 1, 30_000, "host:1:abc")
     lapsed = leases.acquire("job:billing.sync", 2, 1_000, "w1:job-a")
     slot = leases.acquire("job:billing.sync", 2, 30_000, "w2:job-b")
-    pg_driver.leader_acquire("ultimate_jobs:scheduler", "scheduler-x", ttl_ms=30_000)
+    pg_driver.cron.leader_acquire(
+        "ultimate_jobs:scheduler", "scheduler-x", ttl_ms=30_000
+    )
     clock.advance(seconds=1)
     return lock, lapsed, slot
 

@@ -66,7 +66,7 @@ def test_retry_from_a_step_the_job_has_not_is_refused_naming_its_steps(
 ):
     """``--from-step`` a name the run never recorded: a coded refusal, not a
     plain retry; the message lists the job's steps."""
-    from django_ultimate_jobs.drivers.steps_base import StepFence, StepRecord
+    from django_ultimate_jobs.drivers.steps import StepFence, StepRecord
 
     enqueued = noop.enqueue(n=3)
     (claimed,) = pg_driver.claim(

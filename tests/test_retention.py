@@ -16,7 +16,7 @@ from django.db import connection
 
 from django_ultimate_jobs import sweep_retention
 from django_ultimate_jobs.drivers.base import ClaimOptions
-from django_ultimate_jobs.drivers.sql import query
+from django_ultimate_jobs.drivers.postgres.sql import query
 from django_ultimate_jobs.errors import JobInputInvalid, SettingsInvalid
 from django_ultimate_jobs.maintenance.builtin import retention
 from django_ultimate_jobs.maintenance.retention import sweep_target
@@ -117,7 +117,7 @@ def test_invalid_retention_settings_are_refused(retention):
 
 def test_deletes_run_in_batches_of_the_given_size(pg_driver):
     """With batch=2, five expired rows go in three transactions."""
-    from django_ultimate_jobs.maintenance.retention import delete_in_batches
+    from django_ultimate_jobs.drivers.postgres.maintenance import delete_in_batches
 
     for _ in range(5):
         make_job("done", timedelta(days=2), steps=1)
@@ -268,7 +268,7 @@ def lease_rows(driver, clock) -> None:
     assert clock.now() == NOW
     leases.acquire("lock:invoice:1", 1, 1_000, "gone")
     leases.acquire("job:billing.sync", 2, 1_000, "w1:a")
-    driver.leader_acquire("ultimate_jobs:scheduler", "scheduler-x", ttl_ms=1_000)
+    driver.cron.leader_acquire("ultimate_jobs:scheduler", "scheduler-x", ttl_ms=1_000)
     clock.set(SWEEP - timedelta(minutes=10, seconds=1))
     leases.acquire("lock:invoice:2", 1, 1_000, "recent")
     clock.set(SWEEP)

@@ -16,7 +16,7 @@ from django_ultimate_jobs import task
 from django_ultimate_jobs.clock import ManualClock
 from django_ultimate_jobs.crontask import unregister_task
 from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.cron_base import TaskFire
+from django_ultimate_jobs.drivers.cron import TaskFire
 from django_ultimate_jobs.drivers.memory import MemoryDriver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.testing import run_jobs
@@ -90,7 +90,7 @@ def stored_jobs(driver, name="tests.noop"):
 
 
 def watermark(driver, name):
-    (record,) = [t for t in driver.task_list() if t.name == name]
+    (record,) = [t for t in driver.cron.task_list() if t.name == name]
     return record.watermark
 
 
@@ -146,8 +146,8 @@ def test_a_stale_fire_moves_nothing_and_inserts_nothing(driver, clock, declare):
         next_run_at=None,
         jobs=handle.requests(occurrence),
     )
-    assert driver.task_fire(fire) is not None
-    assert driver.task_fire(fire) is None
+    assert driver.cron.task_fire(fire) is not None
+    assert driver.cron.task_fire(fire) is None
     assert len(stored_jobs(driver)) == 1
 
 
@@ -186,13 +186,13 @@ def test_a_paused_task_is_skipped_with_its_watermark_untouched(driver, clock, de
     handle = declare(catch_up="run-all")
     scheduler = scheduler_for(driver, clock, handle)
     scheduler.tick()
-    assert [p.name for p in driver.pause_task(handle.name)] == [handle.name]
+    assert [p.name for p in driver.cron.pause_task(handle.name)] == [handle.name]
     for _ in range(3):
         clock.advance(minutes=1)
         scheduler.tick()
     assert stored_jobs(driver) == []
     assert watermark(driver, handle.name) == START
-    driver.resume_task(handle.name)
+    driver.cron.resume_task(handle.name)
     clock.advance(seconds=5)  # the pause is looked at again after 5 s
     scheduler.tick()
     assert [f.occurrence for f in scheduler.fired] == [

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from psycopg._queries import MAX_CACHED_STATEMENT_LENGTH
 
-from django_ultimate_jobs.drivers.sql import queries
+from django_ultimate_jobs.drivers.postgres.sql import queries
 
 FILES = pytest.mark.parametrize(
     "filename", ["queries.sql", "maintenance.sql", "ledger.sql", "leases.sql"]

@@ -1,8 +1,16 @@
 """The storage seam: the ``JobDriver`` protocol and the records it speaks.
 
 Internal and unstable, like River's ``riverdriver``: apps use ``@job`` and
-the operator module, never a driver directly. Driver authors implement this
-protocol and prove it with ``django_ultimate_jobs.testing.conformance``.
+the operator module, never a driver directly. :class:`JobDriver` is the
+WHOLE contract: every verb and attribute a caller outside ``drivers/`` uses
+is declared here, and a caller tests a declared flag (``driver.features``)
+rather than probing for a name or a class. Its roles are declared objects:
+``steps`` and ``events`` (:mod:`.steps`), ``leases`` (:mod:`.leases`),
+``cron`` (:mod:`.cron`), ``maintenance`` (:mod:`.maintenance`) and
+``sessions`` (:mod:`.sessions`). Driver authors build on
+:class:`~.basedriver.BaseDriver` (the shared defaults), name their class by
+dotted path in ``ULTIMATE_JOBS["DRIVER"]``, and prove it with
+``django_ultimate_jobs.testing.conformance`` (docs/howto/writing-a-driver.md).
 
 Every write that belongs to an attempt is fenced on the attempt's
 :class:`ClaimIdentity` (``state = running``, ``claimed_by``, ``claims``):
@@ -21,8 +29,13 @@ from uuid import UUID
 from ..states import JobState
 
 if TYPE_CHECKING:
-    from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
-    from .lease_base import LeaseStore
+    from ..clock import Clock
+    from .cron import CronStore
+    from .features import DriverFeatures
+    from .leases import LeaseStore
+    from .maintenance import MaintenanceStore
+    from .sessions import Connectivity, WakeListener
+    from .steps import EventStore, StepStore
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -403,13 +416,86 @@ class CounterTotal:
 
 
 class JobDriver(Protocol):
-    """What a storage backend must do. Proven by the conformance suite."""
+    """What a storage backend must do. Proven by the conformance suite.
 
-    name: str
+    Every attribute below is always present (no caller probes for one);
+    what a driver cannot do is a ``False`` flag of :attr:`features`.
+    """
+
+    @property
+    def name(self) -> str:
+        """A short name for logs and errors (``"postgres"``, ``"memory"``)."""
+        ...
+
+    @property
+    def features(self) -> DriverFeatures:
+        """The declared capability flags (:mod:`.features`)."""
+        ...
+
+    @property
+    def alias(self) -> str | None:
+        """The Django database alias holding the job rows (``None``: the rows
+        are in no Django database). With ``features.joins_caller_transaction``
+        / ``atomic_steps``, the alias whose transaction they join."""
+        ...
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the driver was built with (a test's ``ManualClock``, or
+        the system clock): read locally, without asking the store. Its
+        ``sql_now()`` is ``None`` when the store's own clock decides."""
+        ...
+
+    @property
+    def steps(self) -> StepStore:
+        """Step records of runs (:mod:`.steps`)."""
+        ...
+
+    @property
+    def events(self) -> EventStore:
+        """Published events and the waits that match them (:mod:`.steps`)."""
+        ...
 
     @property
     def leases(self) -> LeaseStore:
-        """Fleet-wide slots and locks (``drivers/lease_base.py``)."""
+        """Fleet-wide slots and locks (:mod:`.leases`)."""
+        ...
+
+    @property
+    def cron(self) -> CronStore:
+        """Cron tasks, their pauses and the leader lease (:mod:`.cron`)."""
+        ...
+
+    @property
+    def maintenance(self) -> MaintenanceStore:
+        """Retention purges and the counter roll-up (:mod:`.maintenance`)."""
+        ...
+
+    @property
+    def sessions(self) -> Connectivity:
+        """The connections a worker's threads hold to the store (:mod:`.sessions`)."""
+        ...
+
+    def now(self) -> datetime:
+        """The store's time: the one answer to "what time is it" for job rows.
+
+        The frozen instant of a test clock; else the store's own clock (one
+        round trip on PostgreSQL: ``SELECT now()``). For a reading without a
+        round trip (pacing, a step's clock), use :attr:`clock`.
+        """
+        ...
+
+    def wake_listener(
+        self,
+        on_wake: WakeCallback,
+        *,
+        worker_id: str,
+        on_live: Callable[[bool], None] | None = None,
+    ) -> WakeListener | None:
+        """A listener (not started) that calls ``on_wake(queue)`` for each of
+        the store's wake hints (``""``: any queue), and ``on_live(live)`` when
+        the wake is proven or lost; ``None`` unless ``features.wake_listener``.
+        """
         ...
 
     def enqueue(self, request: EnqueueRequest) -> Enqueued:
@@ -438,6 +524,16 @@ class JobDriver(Protocol):
 
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
         """Settle many successful attempts in one round trip, in order."""
+        ...
+
+    def ack_many_handover(
+        self, requests: Sequence[AckRequest], handover: Handover | None
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """:meth:`ack_many`; with ``handover`` (and ``features.slot_handover``)
+        a settled capped row's slot goes to its key's next ready row, claimed
+        in the same write for ``handover.worker_id``. Answers whether each
+        ack landed, in order, and the rows claimed (none without the feature).
+        """
         ...
 
     def nack(self, request: NackRequest) -> bool:
@@ -589,39 +685,6 @@ class JobDriver(Protocol):
         """Release what the driver holds (the memory driver forgets its rows)."""
         ...
 
-    # -- cron tasks (records in drivers/cron_base.py) ------------------------
-
-    def pause_task(self, task: str) -> list[PausedName]:
-        """Pause a cron task (skipped when due, watermark untouched)."""
-        ...
-
-    def resume_task(self, task: str) -> list[PausedName]:
-        """Resume a cron task; answers the paused tasks after the write."""
-        ...
-
-    def paused_tasks(self) -> list[PausedName]:
-        """Paused cron tasks sorted by name."""
-        ...
-
-    def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
-        """Answer each task's watermark, arming new tasks at the one given."""
-        ...
-
-    def task_fire(self, fire: TaskFire) -> FireResult | None:
-        """Fire one occurrence atomically; ``None`` if the watermark moved."""
-        ...
-
-    def task_list(self) -> list[TaskRecord]:
-        """Every stored cron task with its pause, sorted by name."""
-        ...
-
-    def leader_acquire(self, key: str, holder: str, *, ttl_ms: int) -> bool:
-        """Take or renew a leader lease; True if ``holder`` now leads."""
-        ...
-
-    def leader_release(self, key: str, holder: str) -> None:
-        """Give up a leader lease ``holder`` holds."""
-        ...
-
 
 WakeCallback = Callable[[str], None]
+"""Called with a queue name (``""``: any queue) that may have work."""

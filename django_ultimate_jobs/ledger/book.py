@@ -16,8 +16,8 @@ import psycopg
 from django.db import connections, router
 from django.db.models import Sum
 
-from ..drivers.prepare import prepare_explicit_only
-from ..drivers.sql import query
+from ..drivers.postgres.prepare import prepare_explicit_only
+from ..drivers.postgres.sql import query
 from ..errors import JobDeclarationInvalid, LedgerEntryInvalid, LedgerPostingConflict
 from ..validation import MAX_KEY_BYTES
 from .money import Money

@@ -19,7 +19,7 @@ from ..errors import LockLost
 if TYPE_CHECKING:
     from django.db.models import Model, QuerySet
 
-    from ..drivers.lease_base import HeldLease
+    from ..drivers.leases import HeldLease
     from .keeper import Renewal
 
 __all__ = ["FORKED", "HeldLock", "LockCancellation", "lost_error"]

@@ -4,12 +4,12 @@ Every statement of a lock (each acquire try, each renewal, the release)
 runs on this thread, on its own connection: never inside the caller's
 transaction, where a grant would stay invisible to the other holders until
 commit (two holders at once) and a rollback would take it back. The
-connection is the ``lock`` role (``worker/dbrole.py``): named
-``uj:lock:...``, reset after a loss and retried on the process-wide outage
-schedule, so a terminated backend costs a renewal, not the lock. It reports
-to the process's outage tracker (:func:`~..worker.dbrole.process_outage`),
-shared with a worker's roles: one ``jobs.db.lost`` per outage, not one more
-from the keeper.
+connection is the driver's ``lock`` session (``driver.sessions``; on
+PostgreSQL named ``uj:lock:...``), reset after a loss and retried on the
+process-wide outage schedule, so a terminated backend costs a renewal, not
+the lock. It reports to the process's outage tracker
+(:func:`~..drivers.outage.process_outage`), shared with a worker's roles: one
+``jobs.db.lost`` per outage, not one more from the keeper.
 
 Renewals run every ttl / 3. A lock is lost when a renewal is refused (the
 lease lapsed or was taken) or when none landed within the ttl, measured on
@@ -34,12 +34,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.db import connections
 
-from ..worker.dbrole import RoleConnection, process_outage, recover
-
 if TYPE_CHECKING:
     from ..context import CancellationToken
     from ..drivers.base import JobDriver
-    from ..drivers.lease_base import HeldLease
+    from ..drivers.leases import HeldLease
+    from ..drivers.sessions import Session
 
 __all__ = [
     "CallTimedOut",
@@ -136,7 +135,8 @@ class LockKeeper:
         self._gates: dict[str, _Gate] = {}
         self._gate_cond = threading.Condition()
         self._thread: threading.Thread | None = None
-        self.outage = process_outage()
+        self.sessions = driver.sessions
+        self.outage = self.sessions.outage()
         """The process's: an outage the worker's roles saw is logged once."""
 
     # -- callers' side ---------------------------------------------------------
@@ -252,15 +252,10 @@ class LockKeeper:
             self._thread.start()
 
     def _main(self) -> None:
-        role = None
-        if self.store.database is not None:
-            role = RoleConnection(
-                "lock",
-                using=self.store.database,
-                worker_id=f"{self.holder_prefix}:keeper",
-                outage=self.outage,
-            )
-            role.bind()
+        role = self.sessions.open(
+            "lock", worker_id=f"{self.holder_prefix}:keeper", outage=self.outage
+        )
+        role.bind()
         try:
             while True:
                 work = self._next_work()
@@ -297,17 +292,15 @@ class LockKeeper:
                 )
                 self._cond.wait(max(0.0, wake - now))
 
-    def _run_call(self, call: _Call, role: RoleConnection | None) -> None:
-        if role is not None:
-            role.refresh()  # a connection the server closed while idle
+    def _run_call(self, call: _Call, role: Session) -> None:
+        role.refresh()  # a connection the server closed while idle
         try:
             call.result = call.fn()
         except Exception as error:
-            call.away = recover(role, error)
+            call.away = self.sessions.recover(role, error)
             call.error = error
         else:
-            if role is not None:
-                role.ok()
+            role.ok()
         with self._cond:
             abandoned = call.abandoned
             call.done.set()
@@ -315,25 +308,24 @@ class LockKeeper:
             try:
                 call.on_abandoned(call.result)
             except Exception as error:
-                recover(role, error)
+                self.sessions.recover(role, error)
                 logger.warning("jobs.lock.release-failed", exc_info=True)
 
-    def _renew(self, renewal: Renewal, role: RoleConnection | None) -> None:
+    def _renew(self, renewal: Renewal, role: Session) -> None:
         now = time.monotonic()
         if now >= renewal.deadline:
             self._lose(renewal, "no renewal landed within the ttl")
             return
-        if role is not None:
-            pause = role.retry_in()
-            if pause > 0:
-                renewal.next_renew = now + pause
-                return
-            role.refresh()
+        pause = role.retry_in()
+        if pause > 0:
+            renewal.next_renew = now + pause
+            return
+        role.refresh()
         sent = time.monotonic()
         try:
             landed = self.store.renew(renewal.lease, round(renewal.ttl_s * 1000))
         except Exception as error:
-            if not recover(role, error):
+            if not self.sessions.recover(role, error):
                 logger.warning(
                     "jobs.lock.renewal-failed",
                     extra={"holder": renewal.lease.holder},
@@ -341,8 +333,7 @@ class LockKeeper:
                 )
             renewal.next_renew = time.monotonic() + RENEWAL_RETRY_S
             return
-        if role is not None:
-            role.ok()
+        role.ok()
         if not landed:
             self._lose(renewal, "the lease lapsed or another holder took it")
         elif time.monotonic() > renewal.deadline:

@@ -52,7 +52,7 @@ from .keeper import (
 
 if TYPE_CHECKING:
     from ..drivers.base import JobDriver
-    from ..drivers.lease_base import HeldLease
+    from ..drivers.leases import HeldLease
 
 __all__ = [
     "LOCK_KEY_PREFIX",
@@ -370,11 +370,10 @@ def _no_async_with() -> LockInvalid:
 
 
 def _is_driver(driver: object) -> bool:
-    """Whether ``driver`` has a lease store (a string or a settings name has not)."""
-    try:
-        return hasattr(driver, "leases") and not isinstance(driver, type)
-    except Exception:
-        return False
+    """Whether ``driver`` is a driver object (a string or a class is not)."""
+    from ..drivers.basedriver import BaseDriver
+
+    return isinstance(driver, BaseDriver)
 
 
 def _duration(value: Any, what: str, *, allow_zero: bool, example: str) -> int:

@@ -4,31 +4,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from django.db import connections
-
 from ..drivers import get_driver
-from ..drivers.postgres import PostgresDriver
 from ..errors import JobInputInvalid
 
 __all__ = ["maintenance_now", "parse_instant", "require_aware"]
 
 
 def maintenance_now() -> datetime:
-    """The driver's clock: a test's frozen instant, else the database's ``now()``.
+    """The store's time (``driver.now()``): a test's frozen instant, else the
+    database's ``now()``.
 
     Read once per pass and handed to every target, so one pass never
     compares some rows against one clock and some against another.
     """
-    driver = get_driver()
-    if isinstance(driver, PostgresDriver):
-        frozen = driver.clock.sql_now()
-        if frozen is not None:
-            return frozen
-        with connections[driver.using].cursor() as cursor:
-            cursor.execute("SELECT now()")
-            (instant,) = cursor.fetchone()
-            return instant  # type: ignore[no-any-return]
-    return getattr(driver, "clock").now()  # noqa: B009  (the memory driver)
+    return get_driver().now()
 
 
 def parse_instant(text: str) -> datetime:

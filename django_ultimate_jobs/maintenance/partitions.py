@@ -30,7 +30,7 @@ from typing import Any
 from django.db import OperationalError, connections, models, transaction
 
 from ..conf import jobs_settings
-from ..drivers.sql import query
+from ..drivers.postgres.sql import query
 from ..durations import is_count
 from ..errors import DbLockTimeout, PartitionInvalid
 from .instant import maintenance_now, require_aware

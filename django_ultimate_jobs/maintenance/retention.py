@@ -15,24 +15,20 @@ the ``ultimate_jobs.retention`` job runs each target as a durable step.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
-from typing import Any
-
-from django.db import connections, transaction
 
 from ..conf import jobs_settings
 from ..drivers import get_driver
-from ..drivers.postgres import PostgresDriver
-from ..drivers.sql import query
+from ..drivers.maintenance import FinishedKind
 from ..errors import JobInputInvalid
-from ..states import JobState
+from ..outbox.store import OutboxStore
 from .instant import maintenance_now, require_aware
 
 __all__ = [
     "DEFAULT_BATCH",
     "TARGETS",
-    "delete_in_batches",
+    "in_batches",
     "sweep_retention",
     "sweep_target",
 ]
@@ -51,8 +47,6 @@ row is already free (the next grant takes it over); the grace keeps a
 recently lost lock visible in ``jobs leases`` for a while. Only ``lock:``
 rows are swept: a job slot is swept by nobody (few, one per slot), and the
 leader lease's fence counts takeovers of its own row."""
-
-_FAILED_STATES = (JobState.FAILED, JobState.DEAD, JobState.CANCELLED)
 
 
 def sweep_retention(
@@ -104,73 +98,54 @@ def sweep_target(
     require_aware(now)
     driver = get_driver()
     if target == "outbox":
-        return {"outbox": _sweep_outbox(driver, now, batch)}
-    if not isinstance(driver, PostgresDriver):
-        return _sweep_memory(driver, target, now)
-    using = driver.using
+        return {"outbox": _sweep_outbox(driver.alias, now, batch)}
+    store = driver.maintenance
     if target == "locks":
         before = now - LOCK_ROW_GRACE
-        return {
-            "locks": sum(
-                rows
-                for rows, _ in delete_in_batches(
-                    using, "lock_lease_retention", {"before": before}, batch
-                )
-            )
-        }
+        purged = in_batches(lambda n: (store.purge_locks(before, limit=n), 0), batch)
+        return {"locks": sum(rows for rows, _ in purged)}
     if target == "counters":
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            cursor.execute(query("counter_drop_hours"), {"now": now})
-            return {"counters": int(cursor.fetchone()[0])}
+        return {"counters": store.drop_counters(now)}
     if target == "events":
-        deleted = sum(
-            rows
-            for rows, _ in delete_in_batches(
-                using, "event_retention", {"now": now}, batch
-            )
-        )
-        return {"events": deleted}
+        purged = in_batches(lambda n: (store.purge_events(now, limit=n), 0), batch)
+        return {"events": sum(rows for rows, _ in purged)}
+    kind: FinishedKind = "done" if target == "done" else "failed"
     before = now - timedelta(milliseconds=_window_ms(target))
     jobs = steps = 0
-    for removed, removed_steps in delete_in_batches(
-        using, f"job_retention_{target}", {"before": before}, batch
+    for removed, removed_steps in in_batches(
+        lambda n: store.purge_jobs(kind, before, limit=n), batch
     ):
         jobs, steps = jobs + removed, steps + removed_steps
     return {target: jobs, "steps": steps}
 
 
-def delete_in_batches(
-    using: str, name: str, params: dict[str, Any], batch: int
+def in_batches(
+    purge: Callable[[int], tuple[int, int]], batch: int
 ) -> Iterator[tuple[int, int]]:
-    """Run the batch statement ``name`` until a batch comes back short.
+    """Call ``purge(batch)`` until a batch comes back short.
 
-    Each batch is its own transaction, committed before it is yielded as
-    ``(rows, dependent rows)``, so a caller can time it (the bench does)
-    and the sweep never holds a lock across batches. Inside an outer
-    ``atomic()`` (tests) each batch is a savepoint instead.
+    ``purge`` deletes one batch of at most ``batch`` rows, committed on its
+    own (the driver's maintenance store: ``driver.maintenance``), and
+    answers ``(rows, dependent rows)``; each answer is yielded as it
+    comes, so a caller can time it (the bench does) and the sweep never
+    holds a lock across batches.
     """
-    statement = query(name, "maintenance.sql")
     while True:
-        with transaction.atomic(using=using), connections[using].cursor() as cursor:
-            cursor.execute(statement, {**params, "batch": batch})
-            rows, dependent = cursor.fetchone()
-        yield int(rows), int(dependent)
+        rows, dependent = purge(batch)
+        yield rows, dependent
         if rows < batch:
             return
 
 
-def _sweep_outbox(driver: Any, now: datetime, batch: int) -> int:
+def _sweep_outbox(jobs_alias: str | None, now: datetime, batch: int) -> int:
     """Published outbox messages past ``RETENTION["done"]`` (OUTBOX_DATABASE)."""
     configured = jobs_settings()
-    if not isinstance(driver, PostgresDriver) and not configured.outbox:
-        return 0  # the memory driver in tests, no outbox: no database to touch
+    if jobs_alias is None and not configured.outbox:
+        return 0  # jobs in no Django database (tests in memory), no outbox
     before = now - timedelta(milliseconds=configured.retention_done_ms)
-    return sum(
-        rows
-        for rows, _ in delete_in_batches(
-            configured.outbox_database, "outbox_retention", {"before": before}, batch
-        )
-    )
+    store = OutboxStore(configured.outbox_database)
+    purged = in_batches(lambda n: (store.purge_published(before, limit=n), 0), batch)
+    return sum(rows for rows, _ in purged)
 
 
 def _window_ms(target: str) -> int:
@@ -178,36 +153,3 @@ def _window_ms(target: str) -> int:
     if target == "done":
         return configured.retention_done_ms
     return configured.retention_failed_ms
-
-
-def _sweep_memory(driver: Any, target: str, now: datetime) -> dict[str, int]:
-    """The same sweep over the memory driver's rows (tests, ``run_jobs()``)."""
-    if target == "counters":
-        return {"counters": driver.rollup_counters()}
-    if target == "events":
-        return {"events": driver.events.purge_expired()}
-    if target == "locks":
-        before = now - LOCK_ROW_GRACE
-        with driver._lock:
-            table = driver._lease_table
-            lapsed = [
-                (key, slot)
-                for key, slot, row in table.items()
-                if key.startswith("lock:") and row.expires_at < before
-            ]
-            for key, slot in lapsed:
-                table.delete(key, slot)
-        return {"locks": len(lapsed)}
-    states = (JobState.DONE,) if target == "done" else _FAILED_STATES
-    before = now - timedelta(milliseconds=_window_ms(target))
-    with driver._lock:
-        expired = [
-            row
-            for row in driver._jobs.rows.values()
-            if row.state in states and row.updated_at < before
-        ]
-        steps = sum(len(driver._steps.get(row.run_id, {})) for row in expired)
-        for row in expired:
-            driver._jobs.delete(row)
-            driver._steps.pop(row.run_id, None)
-    return {target: len(expired), "steps": steps}

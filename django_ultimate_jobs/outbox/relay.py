@@ -32,10 +32,11 @@ Two ways a relay runs, one class:
   once), so its ceiling is long: an idle ``runjobs`` sends 2 sweeps a
   minute, not 30. A failed pass is retried at most ``IDLE_POLL_MAX`` apart.
 
-The thread owns its connections: each alias it touches (the outbox's and,
-when different, the jobs') is a :class:`~django_ultimate_jobs.worker.dbrole.RoleConnection`
-named ``relay``, reset after a lost connection and retried on the
-process-wide outage schedule.
+The thread owns its connections, each a session named ``relay``, reset
+after a lost connection and retried on the process-wide outage schedule:
+the outbox database's (a :class:`~django_ultimate_jobs.drivers.postgres.sessions.RoleConnection`:
+the outbox is a table of a Django database) and, when the jobs are stored
+elsewhere, the driver's (``driver.sessions``).
 """
 
 from __future__ import annotations
@@ -55,16 +56,13 @@ from django.db import connections, transaction
 from ..conf import jobs_settings
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
+from ..drivers.djangodb import close_thread_connections
+from ..drivers.outage import DatabaseOutage, process_outage
+from ..drivers.postgres.sessions import RoleConnection
+from ..drivers.sessions import Session
 from ..errors import JobsError
 from ..faults import AFTER_OUTBOX_PUBLISH, fault_point
 from ..worker.backoff import IdleBackoff
-from ..worker.dbrole import (
-    DatabaseOutage,
-    RoleConnection,
-    close_thread_connections,
-    is_unavailable,
-    process_outage,
-)
 from .store import Claimed, OutboxStore, outbox_database
 
 __all__ = [
@@ -127,13 +125,19 @@ class OutboxRelay:
         self.token = f"{self.worker_id}:{suffix}"
         # The process's (a web process's locks share it): one report per outage.
         self.outage = outage = outage or process_outage()
-        aliases = dict.fromkeys([settings.outbox_database, settings.database])
-        self.roles = [
+        self.roles: list[Session] = [
             RoleConnection(
-                "relay", using=alias, worker_id=self.worker_id, outage=outage
+                "relay",
+                using=settings.outbox_database,
+                worker_id=self.worker_id,
+                outage=outage,
             )
-            for alias in aliases
         ]
+        jobs = self.driver
+        if jobs.alias != settings.outbox_database:
+            self.roles.append(
+                jobs.sessions.open("relay", worker_id=self.worker_id, outage=outage)
+            )
         self.retry_max_s = settings.idle_poll_max_ms / 1000
         """The longest wait before retrying a pass that failed."""
         ceiling = settings.outbox_sweep_max_ms / 1000 if poll else self.retry_max_s
@@ -335,8 +339,7 @@ class OutboxRelay:
                 driver.enqueue_many([c.request for c in claimed])
             return claimed, None
         except Exception as error:
-            raw = connections[jobs_settings().database].connection
-            if is_unavailable(error, raw):
+            if driver.sessions.is_unavailable(error):
                 # The jobs database is away: hand the batch back now if the
                 # outbox's answers (else its lease lapses), and fail the pass.
                 self._release_quietly(claimed, error)

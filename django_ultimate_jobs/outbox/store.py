@@ -4,7 +4,7 @@ Every statement runs on ``connections[alias]`` of the calling thread, the
 alias being ``ULTIMATE_JOBS["OUTBOX_DATABASE"]``: staging joins the
 caller's transaction; the relay's claim, mark and release run in autocommit
 on the relay thread's own connection. The statements are named queries in
-``drivers/sql/outbox.sql``.
+``drivers/postgres/sql/outbox.sql``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from django.db import DatabaseError, connections
 
 from ..conf import jobs_settings
 from ..drivers.base import EnqueueRequest
-from ..drivers.jsonb import dumps, loads
 from ..drivers.postgres import coded_failure
-from ..drivers.sql import query
+from ..drivers.postgres.jsonb import dumps, loads
+from ..drivers.postgres.maintenance import delete_batch
+from ..drivers.postgres.sql import query
 from ..errors import SettingsInvalid
 from ..ids import monotonic_uuid7
 
@@ -177,6 +178,14 @@ class OutboxStore:
     def pending(self) -> int:
         """Messages not published yet (claimed or not)."""
         return int(self._execute("outbox_pending", {})[0][0])
+
+    def purge_published(self, before: datetime, *, limit: int) -> int:
+        """Delete up to ``limit`` messages published before ``before``, oldest
+        first, in a transaction of their own (one batch of the retention
+        sweep); unpublished messages are never touched."""
+        return delete_batch(self.alias, "outbox_retention", {"before": before}, limit)[
+            0
+        ]
 
 
 def _row(index: int, request: EnqueueRequest) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from django.apps import apps
 from django.core import checks
 from django.db import connections
 
-from ..checks import behind_transaction_pooler
+from ..checks import behind_transaction_pooler, jobs_in_django_database
 from ..conf import jobs_settings
 from ..errors import SettingsInvalid
 
@@ -51,7 +51,7 @@ def backend_checks(alias: str, queues: set[str]) -> list[checks.CheckMessage]:
             )
         )
     database = settings.database
-    if settings.driver != "postgres" or database not in connections.settings:
+    if not jobs_in_django_database(settings) or database not in connections.settings:
         return messages  # the memory driver, or ultimate_jobs.E002
     vendor = connections[database].vendor
     if vendor != "postgresql":

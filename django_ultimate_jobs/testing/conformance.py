@@ -26,18 +26,24 @@ counter buckets as ``{(bucket_ms, bucket_start): {field: n}}`` over
         # put_step and step_names: see tests/conformance/test_memory_driver.py
 
 Every check uses its own queue and job names, so checks can share a store.
-The operator checks live in :mod:`.conformance_operator`, the lease store's
-(``driver.leases``: slots and locks) in :mod:`.conformance_leases`, the
-claim's skipping of full tenants in :mod:`.conformance_fairness`; register
-these modules with ``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a
-failed check shows the values it compared.
+The operator checks live in :mod:`.conformance_operator` (and
+:mod:`.conformance_bulk`), the lease store's (``driver.leases``: slots and
+locks) in :mod:`.conformance_leases`, the claim's skipping of full tenants
+in :mod:`.conformance_fairness`, in-process limits' claims in
+:mod:`.conformance_limits`, the step and event stores' (``driver.steps``,
+``driver.events``) in :mod:`.conformance_steps`, the cron role's
+(``driver.cron``) in :mod:`.conformance_cron`, and the counters and the
+maintenance role's (``driver.maintenance``: purges, roll-up) in
+:mod:`.conformance_maintenance`; register these modules with
+``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a failed check
+shows the values it compared.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 from uuid import UUID
 
@@ -63,16 +69,17 @@ from ..drivers.base import (
 from ..errors import JobsError
 from ..ids import uuid7
 from ..states import JobState, parse_state
+from .conformance_cron import CronConformance
 from .conformance_fairness import FairnessConformance
 from .conformance_leases import LeaseConformance
 from .conformance_limits import LimitsConformance
+from .conformance_maintenance import COUNTER_FIELDS, MaintenanceConformance
 from .conformance_operator import OperatorConformance
+from .conformance_steps import StepsConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
 
-COUNTER_FIELDS = ("done", "retried", "failed", "dead", "duration_ms")
 VISIBILITY_MS = 30_000
-_MINUTE_MS, _FIVE_MINUTES_MS, _HOUR_MS = 60_000, 300_000, 3_600_000
 
 
 @dataclass(frozen=True)
@@ -178,16 +185,14 @@ def _ids(jobs: list[ClaimedJob] | list[JobRecord]) -> list[UUID]:
     return [job.id for job in jobs]
 
 
-def _minute(instant: datetime) -> datetime:
-    return instant.astimezone(UTC).replace(second=0, microsecond=0)
-
-
-def _bucket(**counts: int) -> dict[str, int]:
-    return {name: counts.get(name, 0) for name in COUNTER_FIELDS}
-
-
 class DriverConformance(
-    OperatorConformance, LeaseConformance, LimitsConformance, FairnessConformance
+    OperatorConformance,
+    LeaseConformance,
+    LimitsConformance,
+    FairnessConformance,
+    StepsConformance,
+    CronConformance,
+    MaintenanceConformance,
 ):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
@@ -747,68 +752,7 @@ class DriverConformance(
         assert driver.record_progress(job.id, job.identity, {"done": 9}) is False
         assert lane.row(enqueued.id).progress == {"done": 3, "of": 9}
 
-    # -- counters and states -------------------------------------------------
-
-    def test_counters_follow_settles(self, lane, clock, counters):
-        """Each settle adds exactly its outcome to the job's 1-minute bucket."""
-        clock.advance(seconds=30)
-        minute = (_MINUTE_MS, _minute(clock.now()))
-
-        def settled(suffix: str, **nack: Any) -> dict[Any, Any]:
-            other = lane.sibling(suffix)
-            other.enqueue(max_attempts=9)
-            job = other.claim_one()
-            if nack:
-                other.nack(job, duration_ms=7, **nack)
-            else:
-                other.ack(job, duration_ms=25, counted=suffix != "quiet")
-            return counters(other.job)
-
-        assert settled("done") == {minute: _bucket(done=1, duration_ms=25)}
-        assert settled("quiet") == {}
-        assert settled("retried", error="X_F: f") == {
-            minute: _bucket(retried=1, duration_ms=7)
-        }
-        assert settled("shed", counts_as_attempt=False) == {}
-        assert settled("parked", park=True) == {}
-        dead, failed = _bucket(dead=1, duration_ms=7), _bucket(failed=1, duration_ms=7)
-        assert settled("dead", dead_letter=True) == {minute: dead}
-        assert settled("failed", fail=True) == {minute: failed}
-
-    def test_counters_count_burials(self, lane, clock, counters):
-        """A burial counts dead, or failed for a dropped job, with no duration."""
-        dropped = lane.sibling("dropped")
-        lane.enqueue(max_attempts=1)
-        dropped.enqueue(max_attempts=1)
-        lane.started(lane.claim_one())
-        dropped.started(dropped.claim_one())
-        clock.advance(milliseconds=VISIBILITY_MS)
-        both = [lane.queue, dropped.queue]
-        assert len(lane.claim(queues=both, drop=frozenset({dropped.job})).buried) == 2
-        minute = (_MINUTE_MS, _minute(clock.now()))
-        assert counters(lane.job) == {minute: _bucket(dead=1)}
-        assert counters(dropped.job) == {minute: _bucket(failed=1)}
-
-    def test_rollup_folds_counter_tiers(self, lane, driver, clock, counters):
-        """Rollup folds minutes after a day and fives after a week; drops at 30 days."""
-        if not hasattr(driver, "rollup_counters"):
-            pytest.skip("the driver keeps no counter tiers")
-        for duration_ms in (10, 5):
-            lane.enqueue()
-            lane.ack(lane.claim_one(), duration_ms=duration_ms)
-        start = _minute(clock.now())
-        summed = _bucket(done=2, duration_ms=15)
-        assert counters(lane.job) == {(_MINUTE_MS, start): summed}
-        clock.advance(hours=24, minutes=1)
-        assert driver.rollup_counters() >= 1
-        five = start.replace(minute=start.minute - start.minute % 5)
-        assert counters(lane.job) == {(_FIVE_MINUTES_MS, five): summed}
-        clock.advance(days=7)
-        assert driver.rollup_counters() >= 1
-        assert counters(lane.job) == {(_HOUR_MS, start.replace(minute=0)): summed}
-        clock.advance(days=30)
-        assert driver.rollup_counters() >= 1
-        assert counters(lane.job) == {}
+    # -- states ------------------------------------------------------------------
 
     def test_unknown_state_refused(self):
         """A stored state this build does not know is refused, never cast."""

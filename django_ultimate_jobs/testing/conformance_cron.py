@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..drivers.base import EnqueueRequest, JobDriver
-from ..drivers.cron_base import TaskArm, TaskFire
+from ..drivers.cron import TaskArm, TaskFire
 
 __all__ = ["CronConformance"]
 
@@ -21,9 +21,9 @@ __all__ = ["CronConformance"]
 def _arm(
     driver: JobDriver, name: str, at: datetime, cron: str = "* * * * *"
 ) -> datetime:
-    return driver.task_sync([TaskArm(name=name, cron=cron, tz="UTC", watermark=at)])[
-        name
-    ]
+    return driver.cron.task_sync(
+        [TaskArm(name=name, cron=cron, tz="UTC", watermark=at)]
+    )[name]
 
 
 def _fire(
@@ -59,7 +59,7 @@ class CronConformance:
         assert _arm(driver, "conf.cron.sync", first + timedelta(hours=1)) == first
         later = first + timedelta(hours=2)
         assert _arm(driver, "conf.cron.sync", later, cron="@daily") == first
-        (record,) = [t for t in driver.task_list() if t.name == "conf.cron.sync"]
+        (record,) = [t for t in driver.cron.task_list() if t.name == "conf.cron.sync"]
         assert (record.cron, record.watermark) == ("@daily", first)
 
     def test_a_fire_lands_once_and_inserts_its_jobs(
@@ -69,11 +69,11 @@ class CronConformance:
         armed = _arm(driver, "conf.cron.fire", clock.now())
         occurrence = armed + timedelta(minutes=1)
         fire = _fire("conf.cron.fire", armed, occurrence, ["a", "b"])
-        landed = driver.task_fire(fire)
+        landed = driver.cron.task_fire(fire)
         assert landed is not None and len(landed.inserted) == 2
         assert landed.deduped == 0
-        assert driver.task_fire(fire) is None
-        (record,) = [t for t in driver.task_list() if t.name == "conf.cron.fire"]
+        assert driver.cron.task_fire(fire) is None
+        (record,) = [t for t in driver.cron.task_list() if t.name == "conf.cron.fire"]
         assert (record.watermark, record.last_occurrence) == (occurrence, occurrence)
         job = driver.get(landed.inserted[0])
         assert (job.run_at, job.idempotency_key) == (occurrence, "a")
@@ -87,7 +87,9 @@ class CronConformance:
         driver.enqueue(
             EnqueueRequest(name="conf.cron.dedupe.job", input={}, idempotency_key="k")
         )
-        landed = driver.task_fire(_fire("conf.cron.dedupe", armed, occurrence, ["k"]))
+        landed = driver.cron.task_fire(
+            _fire("conf.cron.dedupe", armed, occurrence, ["k"])
+        )
         assert landed is not None
         assert (landed.inserted, landed.deduped) == ([], 1)
 
@@ -95,41 +97,43 @@ class CronConformance:
         self, driver: Any, clock: Any
     ) -> None:
         armed = _arm(driver, "conf.cron.past", clock.now())
-        assert driver.task_fire(_fire("conf.cron.past", armed, armed, ["x"])) is None
+        assert (
+            driver.cron.task_fire(_fire("conf.cron.past", armed, armed, ["x"])) is None
+        )
 
     def test_the_leader_lease_is_held_renewed_and_taken_once_lapsed(
         self, driver: Any, clock: Any
     ) -> None:
         key = "conf.cron.lease"
-        assert driver.leader_acquire(key, "a", ttl_ms=30_000)
-        assert not driver.leader_acquire(key, "b", ttl_ms=30_000)
+        assert driver.cron.leader_acquire(key, "a", ttl_ms=30_000)
+        assert not driver.cron.leader_acquire(key, "b", ttl_ms=30_000)
         clock.advance(seconds=20)
-        assert driver.leader_acquire(key, "a", ttl_ms=30_000)  # renewed
+        assert driver.cron.leader_acquire(key, "a", ttl_ms=30_000)  # renewed
         clock.advance(seconds=20)
-        assert not driver.leader_acquire(key, "b", ttl_ms=30_000)
+        assert not driver.cron.leader_acquire(key, "b", ttl_ms=30_000)
         clock.advance(seconds=10)
-        assert driver.leader_acquire(key, "b", ttl_ms=30_000)  # lapsed: taken
-        assert not driver.leader_acquire(key, "a", ttl_ms=30_000)
-        driver.leader_release(key, "a")  # not the holder: nothing happens
-        assert not driver.leader_acquire(key, "a", ttl_ms=30_000)
-        driver.leader_release(key, "b")
-        assert driver.leader_acquire(key, "a", ttl_ms=30_000)
+        assert driver.cron.leader_acquire(key, "b", ttl_ms=30_000)  # lapsed: taken
+        assert not driver.cron.leader_acquire(key, "a", ttl_ms=30_000)
+        driver.cron.leader_release(key, "a")  # not the holder: nothing happens
+        assert not driver.cron.leader_acquire(key, "a", ttl_ms=30_000)
+        driver.cron.leader_release(key, "b")
+        assert driver.cron.leader_acquire(key, "a", ttl_ms=30_000)
 
     def test_task_pauses_are_rows_apart_from_queue_pauses(
         self, driver: Any, clock: Any
     ) -> None:
         """The first pause's time is kept; a task pause pauses no queue."""
         paused_at = clock.now()
-        assert [p.name for p in driver.pause_task("conf.cron.paused")] == [
+        assert [p.name for p in driver.cron.pause_task("conf.cron.paused")] == [
             "conf.cron.paused"
         ]
         clock.advance(seconds=5)
         (again,) = [
             p
-            for p in driver.pause_task("conf.cron.paused")
+            for p in driver.cron.pause_task("conf.cron.paused")
             if p.name == "conf.cron.paused"
         ]
         assert again.paused_at == paused_at
         assert "conf.cron.paused" not in [p.name for p in driver.paused_queues()]
-        remaining = driver.resume_task("conf.cron.paused")
+        remaining = driver.cron.resume_task("conf.cron.paused")
         assert "conf.cron.paused" not in [p.name for p in remaining]

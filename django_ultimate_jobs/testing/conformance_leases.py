@@ -170,11 +170,11 @@ class LeaseConformance:
     def test_the_leader_lease_is_a_row_of_the_same_store(
         self, driver: JobDriver, clock: ManualClock
     ) -> None:
-        assert driver.leader_acquire("conf:leader", "a", ttl_ms=TTL_MS)
+        assert driver.cron.leader_acquire("conf:leader", "a", ttl_ms=TTL_MS)
         clock.advance(milliseconds=TTL_MS)
-        assert driver.leader_acquire("conf:leader", "b", ttl_ms=TTL_MS)  # takeover
+        assert driver.cron.leader_acquire("conf:leader", "b", ttl_ms=TTL_MS)  # takeover
         (record,) = driver.leases.records(prefix="conf:leader")
         assert (record.slot, record.holder, record.fence) == (0, "b", 2)
         assert driver.leases.holders("conf:leader") == ["b"]
-        driver.leader_release("conf:leader", "b")
+        driver.cron.leader_release("conf:leader", "b")
         assert driver.leases.records(prefix="conf:leader") == []

@@ -29,10 +29,10 @@ from ..drivers.base import (
     JobDriver,
     NackRequest,
 )
+from ..drivers.postgres.sessions import RoleConnection
 from ..faults import AFTER_CLAIM_COMMIT, fault_point
 from ..registry import registered_jobs
 from .config import WorkerConfig
-from .dbrole import RoleConnection
 from .executor import Attempt
 from .held import SHORT_JOB_MS, HeldAttempts
 from .lifecycle import Lifecycle

@@ -30,7 +30,7 @@ from ..drivers.base import (
     JobDriver,
     NackRequest,
 )
-from ..drivers.steps_base import StepFence
+from ..drivers.steps import StepFence
 from ..errors import (
     Aborted,
     JobInputInvalid,

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from django.db import connections
 
 from ..drivers.base import JobDriver, WorkerRecord
+from ..drivers.djangodb import reset_broken_connections
+from ..drivers.postgres.sessions import RoleConnection
 from ..errors import JobLeaseLost, JobSlotLost, JobTimeout
 from .config import WorkerConfig
-from .dbrole import RoleConnection, reset_broken_connections
 from .executor import Attempt, Execution, settle_for
 from .held import HeldAttempts
 from .lifecycle import Lifecycle
@@ -216,9 +217,7 @@ class Keeper:
         if processed == self._processed_at_rollup:
             return
         self._rolled_up_at, self._processed_at_rollup = now, processed
-        roll_up = getattr(self.driver, "rollup_counters", None)
-        if roll_up is None:
-            return
+        roll_up = self.driver.maintenance.rollup_counters
         try:
             roll_up()
         except Exception as error:

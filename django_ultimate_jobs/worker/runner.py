@@ -42,11 +42,13 @@ from ..context import CancellationToken
 from ..crontask import registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
+from ..drivers.djangodb import reset_broken_connections
+from ..drivers.outage import process_outage
+from ..drivers.postgres.sessions import RoleConnection
 from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .claimloop import ClaimLoop
 from .config import WorkerConfig
-from .dbrole import RoleConnection, process_outage, reset_broken_connections
 from .executor import Execution
 from .held import HeldAttempts
 from .keeper import Keeper

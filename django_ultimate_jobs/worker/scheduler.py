@@ -36,8 +36,9 @@ from ..clock import Clock, system_clock
 from ..crontask import TaskHandle, registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
-from ..drivers.cron_base import SCHEDULER_LEASE_KEY, TaskArm, TaskFire
-from .dbrole import RoleConnection, recover
+from ..drivers.cron import SCHEDULER_LEASE_KEY, TaskArm, TaskFire
+from ..drivers.postgres.sessions import recover
+from ..drivers.sessions import Session
 
 __all__ = ["Fired", "LeaderLease", "Scheduler", "SchedulerThread"]
 
@@ -77,7 +78,7 @@ class LeaderLease:
         holder: str | None = None,
         ttl_ms: int = LEADER_TTL_MS,
         key: str = SCHEDULER_LEASE_KEY,
-        role: RoleConnection | None = None,
+        role: Session | None = None,
     ) -> None:
         self.driver = driver
         self.clock = clock
@@ -104,7 +105,7 @@ class LeaderLease:
         if self.role is not None:
             self.role.refresh()  # a connection closed while idle: replaced now
         try:
-            leading = self.driver.leader_acquire(
+            leading = self.driver.cron.leader_acquire(
                 self.key, self.holder, ttl_ms=self.ttl_ms
             )
         except Exception as error:
@@ -139,7 +140,7 @@ class LeaderLease:
     def release(self) -> None:
         """Give the lease up (a standby takes over at its next ask)."""
         if self.leading:
-            self.driver.leader_release(self.key, self.holder)
+            self.driver.cron.leader_release(self.key, self.holder)
             self.leading = False
 
 
@@ -163,7 +164,7 @@ class Scheduler:
         clock: Clock | None = None,
         holder: str | None = None,
         lease_ttl_ms: int = LEADER_TTL_MS,
-        role: RoleConnection | None = None,
+        role: Session | None = None,
     ) -> None:
         self.driver = driver or get_driver()
         self.clock: Clock = (
@@ -192,7 +193,7 @@ class Scheduler:
                 continue
             if paused is None:
                 # Read at most once a round, and only when a task is due.
-                paused = {p.name for p in self.driver.paused_tasks()}
+                paused = {p.name for p in self.driver.cron.paused_tasks()}
             if handle.name in paused:
                 known.look_again = now + PAUSE_RECHECK
                 continue
@@ -247,7 +248,7 @@ class Scheduler:
             return
         # A task seen for the first time arms at now: it fires from its next
         # occurrence on, never retroactively for all of history.
-        watermarks = self.driver.task_sync(
+        watermarks = self.driver.cron.task_sync(
             [
                 TaskArm(
                     name=t.name,
@@ -281,7 +282,7 @@ class Scheduler:
             plan = [(o, o) for o in latest]
         for occurrence, watermark in plan:
             next_run = schedule.next_after(watermark)
-            result = self.driver.task_fire(
+            result = self.driver.cron.task_fire(
                 TaskFire(
                     name=handle.name,
                     expected=known.watermark,

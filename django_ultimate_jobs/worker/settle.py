@@ -27,11 +27,12 @@ from typing import Any
 from django.db import connections
 
 from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord
+from ..drivers.djangodb import sqlstate
+from ..drivers.postgres.sessions import RoleConnection
 from ..errors import JobOnSettledFailed
 from ..faults import BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job
 from ..signals import job_finished
-from .dbrole import RoleConnection, sqlstate
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle

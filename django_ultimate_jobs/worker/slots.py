@@ -26,19 +26,18 @@ from typing import Any
 from django.db import connections
 
 from ..drivers.base import JobDriver, NackRequest
-from ..errors import JobTimeout
-from ..signals import job_started
-from .config import WorkerConfig
-from .dbrole import (
-    DatabaseOutage,
-    RoleConnection,
+from ..drivers.djangodb import (
     close_thread_connections,
     drop_dead_connections,
     is_connection_gone,
     is_database_away,
-    recover,
     reset_broken_connections,
 )
+from ..drivers.outage import DatabaseOutage
+from ..drivers.postgres.sessions import RoleConnection, recover
+from ..errors import JobTimeout
+from ..signals import job_started
+from .config import WorkerConfig
 from .executor import Attempt, Execution, run_attempt, settle_for
 from .held import HeldAttempts
 from .lifecycle import Lifecycle

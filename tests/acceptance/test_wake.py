@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 DEFAULT_POLLS = {"UJ_POLL": "", "UJ_IDLE_POLL_MAX": ""}
 IDLE_CEILING_S = 2.0  # IDLE_POLL_MAX's default
-# The start of the job_claim statement (drivers/sql/queries.sql): only its
+# The start of the job_claim statement (drivers/postgres/sql/queries.sql): only its
 # first 1,024 bytes are in pg_stat_activity (track_activity_query_size).
 CLAIM_MARK = "WITH clock AS MATERIALIZED%"
 

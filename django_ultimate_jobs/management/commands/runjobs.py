@@ -23,9 +23,9 @@ from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
 from ...outbox.store import outbox_database
 from ...validation import name_problem
+from ...wake import wake_hub
 from ...worker.config import WorkerConfig
 from ...worker.heap import settle_heap
-from ...worker.listener import WakeListener
 from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
@@ -136,12 +136,14 @@ class Command(BaseCommand):
                 "LISTEN wake-ups will not arrive and polling picks jobs up"
             )
         listener = None
-        if config.wake and jobs_settings().driver == "postgres":
-            listener = WakeListener(
-                jobs_settings().database,
+        if config.wake:
+            # None unless the driver declares features.wake_listener.
+            listener = worker.driver.wake_listener(
+                wake_hub.notify,
+                worker_id=worker.id,
                 on_live=lambda live: _set_live(worker, live),
-                role=worker.role("listen"),
             )
+        if listener is not None:
             listener.start()
         self.stdout.write(
             f"runjobs {worker.id}: queues={','.join(config.queues)} "
@@ -286,18 +288,13 @@ def _scheduler(options: dict[str, Any]) -> Iterator[None]:
     ``--processes N`` runs no worker, and its children run none.
     """
     from ...crontask import registered_tasks
-    from ...worker.dbrole import RoleConnection, process_outage
+    from ...drivers import get_driver
 
     # With no task declared there is nothing to lead: no lease traffic.
     if options["no_scheduler"] or not registered_tasks():
         yield
         return
-    role = RoleConnection(
-        "schedule",
-        using=jobs_settings().database,
-        worker_id=new_worker_id(),
-        outage=process_outage(),
-    )
+    role = get_driver().sessions.open("schedule", worker_id=new_worker_id())
     thread = SchedulerThread(Scheduler(role=role))
     thread.start()
     try:

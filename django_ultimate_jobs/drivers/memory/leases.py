@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .lease_base import HeldLease, LeaseRecord
+from ..leases import HeldLease, LeaseRecord
 
 if TYPE_CHECKING:
-    from .memory import MemoryDriver
+    from .driver import MemoryDriver
 
 __all__ = ["LeaseRow", "LeaseTable", "MemoryLeases"]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .lease_base import HeldLease, LeaseRecord
+from ..leases import HeldLease, LeaseRecord
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .postgres import PostgresDriver
+    from .driver import PostgresDriver
 
 __all__ = ["PostgresLeases"]
 

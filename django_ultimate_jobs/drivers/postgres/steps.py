@@ -9,14 +9,14 @@ from uuid import UUID
 
 from django.db import connections, transaction
 
-from ..errors import JobLeaseLost, JobRowStatusUnknown
-from ..ids import uuid7
+from ...errors import JobLeaseLost, JobRowStatusUnknown
+from ...ids import uuid7
+from ..steps import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
 from .jsonb import dumps as _dumps
 from .jsonb import loads as _loads
-from .steps_base import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
 
 if TYPE_CHECKING:
-    from .postgres import PostgresDriver
+    from .driver import PostgresDriver
 
 __all__ = ["PostgresEvents", "PostgresSteps"]
 

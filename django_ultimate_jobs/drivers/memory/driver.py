@@ -17,11 +17,11 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ..clock import Clock, system_clock
-from ..errors import (
+from ...clock import Clock, system_clock
+from ...errors import (
     ClaimQueuesEmpty,
     JobDuplicate,
     JobNotCancellable,
@@ -30,10 +30,10 @@ from ..errors import (
     JobNotRemovable,
     JobNotRequeueable,
 )
-from ..ids import uuid7
-from ..states import FINISHED_STATES, PROMOTABLE_STATES, JobState
-from ..wake import wake_hub
-from .base import (
+from ...ids import uuid7
+from ...states import FINISHED_STATES, PROMOTABLE_STATES, JobState
+from ...wake import wake_hub
+from ..base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
     LEASE_LAPSED_UNSTARTED,
@@ -55,9 +55,13 @@ from .base import (
     WorkerRecord,
     nack_state,
 )
-from .memory_cron import MemoryCron
-from .memory_leases import LeaseTable, MemoryLeases
-from .memory_rows import (
+from ..basedriver import BaseDriver
+from ..features import DriverFeatures
+from ..steps import StepRecord, step_not_found
+from .cron import MemoryCron
+from .leases import LeaseTable, MemoryLeases
+from .maintenance import MemoryMaintenance
+from .rows import (
     CounterKey,
     JobRow,
     JobTable,
@@ -65,15 +69,13 @@ from .memory_rows import (
     add_to_bucket,
     bounded_stack,
     dump_json,
-    fold_counters,
     matches,
     queue_stats,
     result_json,
     truncate_ms,
 )
-from .memory_slots import SlotTable
-from .memory_steps import EventRow, MemoryEvents, MemorySteps
-from .steps_base import StepRecord, step_not_found
+from .slots import SlotTable
+from .steps import EventRow, MemoryEvents, MemorySteps
 
 __all__ = ["MemoryDriver"]
 
@@ -81,22 +83,25 @@ _WAITING = frozenset({JobState.READY, JobState.DELAYED, JobState.SUSPENDED})
 _NACK_OUTCOMES = {JobState.DEAD: "dead", JobState.FAILED: "failed"}
 
 
-class MemoryDriver(MemoryCron):
-    """Jobs in dicts, with the Postgres driver's answers, for one process.
-
-    The cron-task methods come from
-    :class:`~django_ultimate_jobs.drivers.memory_cron.MemoryCron`.
-    """
+class MemoryDriver(BaseDriver):
+    """Jobs in dicts, with the Postgres driver's answers, for one process."""
 
     name = "memory"
+    features = DriverFeatures()
+    """None of the flags: no LISTEN, no Django transaction to join, no slot
+    hand-over, no model tables, one process."""
+
+    cron: MemoryCron
 
     def __init__(self, clock: Clock = system_clock) -> None:
         self.clock = clock
         self._lock = threading.Lock()
+        self.cron = MemoryCron(self)
         self._forget()
         self.steps = MemorySteps(self)
         self.events = MemoryEvents(self)
         self.leases = MemoryLeases(self)
+        self.maintenance = MemoryMaintenance(self)
 
     def _forget(self) -> None:
         self._jobs = JobTable()
@@ -108,17 +113,13 @@ class MemoryDriver(MemoryCron):
         self._workers = WorkerRegistry()
         self._lease_table = LeaseTable()
         self._slots = SlotTable(self._lease_table)
-        self._forget_cron()
+        self.cron.forget()
 
     def _now(self) -> datetime:
         # Postgres answers timestamps in UTC; so does this driver.
         return self.clock.now().astimezone(UTC)
 
     # -- enqueue -------------------------------------------------------------
-
-    def enqueue(self, request: EnqueueRequest) -> Enqueued:
-        """Insert one job, or answer the live holder of its key."""
-        return self.enqueue_many([request])[0]
 
     def enqueue_many(self, requests: Sequence[EnqueueRequest]) -> list[Enqueued]:
         """Insert many jobs in request order; dedupes resolved as they come.
@@ -301,10 +302,6 @@ class MemoryDriver(MemoryCron):
         add_to_bucket(self._counters, row.name, now, **{state.value: 1})
         return row.record()
 
-    def ack(self, request: AckRequest) -> bool:
-        """Settle one successful attempt; True if it landed."""
-        return self.ack_many([request])[0]
-
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
         """Settle successful attempts; answers in order."""
         now = self._now()
@@ -371,13 +368,6 @@ class MemoryDriver(MemoryCron):
                     **{outcome: 1},
                 )
         return True
-
-    def heartbeat(
-        self, job_id: UUID, *, visibility_ms: int, identity: ClaimIdentity | None
-    ) -> bool:
-        """Extend one lease; False means the run must stop."""
-        landed = self.heartbeat_many([(job_id, identity)], visibility_ms=visibility_ms)
-        return job_id in landed
 
     def heartbeat_many(
         self,
@@ -676,12 +666,6 @@ class MemoryDriver(MemoryCron):
         with self._lock:
             return self._workers.live(now)
 
-    def rollup_counters(self) -> int:
-        """Fold counter tiers; answers how many buckets moved."""
-        now = self._now()
-        with self._lock:
-            return fold_counters(self._counters, now)
-
     def close(self) -> None:
         """Forget every row, step, counter, pause and worker."""
         with self._lock:
@@ -741,3 +725,11 @@ def _claimable(row: JobRow, queues: set[str], now: datetime) -> bool:
     if row.state in _WAITING:
         return row.run_at <= now
     return row.visible_at is not None and row.visible_at <= now
+
+
+if TYPE_CHECKING:
+    from ..base import JobDriver
+
+    def _keeps_the_contract(driver: MemoryDriver) -> JobDriver:
+        # mypy holds the class to every verb and role of the contract.
+        return driver

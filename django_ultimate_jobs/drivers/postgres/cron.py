@@ -1,20 +1,22 @@
-"""Cron tasks, the leader lease and task pauses in PostgreSQL (internal).
+"""Cron tasks, the leader lease and task pauses in PostgreSQL (``driver.cron``).
 
-A mixin of :class:`~django_ultimate_jobs.drivers.postgres.PostgresDriver`:
-each method is one named statement through the driver's ``_rows``.
+Each method is one named statement through the driver's ``_rows``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..ids import uuid7
-from .base import PausedName
-from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
+from ...ids import uuid7
+from ..base import PausedName
+from ..cron import FireResult, TaskArm, TaskFire, TaskRecord
 from .jsonb import dumps as _dumps
+
+if TYPE_CHECKING:
+    from .driver import PostgresDriver
 
 __all__ = ["PostgresCron"]
 
@@ -22,16 +24,10 @@ _RECORD_FIELDS = [f.name for f in fields(TaskRecord)]
 
 
 class PostgresCron:
-    """The cron-task methods of the Postgres driver."""
+    """The Postgres driver's cron store (``driver.cron``)."""
 
-    def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        raise NotImplementedError  # provided by PostgresDriver
-
-    def _pause(self, kind: str, name: str) -> list[PausedName]:
-        raise NotImplementedError  # provided by PostgresDriver
-
-    def _paused(self, kind: str) -> list[PausedName]:
-        raise NotImplementedError  # provided by PostgresDriver
+    def __init__(self, driver: PostgresDriver) -> None:
+        self.driver = driver
 
     def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
         """Answer each task's watermark, arming the new ones (one statement)."""
@@ -47,7 +43,7 @@ class PostgresCron:
             }
             for t in tasks
         ]
-        return dict(self._rows("cron_task_sync", {"tasks": _dumps(rows)}))
+        return dict(self.driver._rows("cron_task_sync", {"tasks": _dumps(rows)}))
 
     def task_fire(self, fire: TaskFire) -> FireResult | None:
         """Fire one occurrence; ``None`` when another fire moved the watermark."""
@@ -69,7 +65,7 @@ class PostgresCron:
             }
             for index, r in enumerate(fire.jobs)
         ]
-        answer = self._rows(
+        answer = self.driver._rows(
             "cron_task_fire",
             {
                 "name": fire.name,
@@ -90,30 +86,30 @@ class PostgresCron:
         # cron_task_list selects the record's fields in declaration order.
         return [
             TaskRecord(**dict(zip(_RECORD_FIELDS, row, strict=True)))
-            for row in self._rows("cron_task_list", {})
+            for row in self.driver._rows("cron_task_list", {})
         ]
 
     def leader_acquire(self, key: str, holder: str, *, ttl_ms: int) -> bool:
         """Take or renew the lease ``key``; True if ``holder`` now leads."""
         return bool(
-            self._rows(
+            self.driver._rows(
                 "leader_acquire", {"key": key, "holder": holder, "ttl_ms": ttl_ms}
             )
         )
 
     def leader_release(self, key: str, holder: str) -> None:
         """Give up the lease ``key`` if ``holder`` holds it."""
-        self._rows("leader_release", {"key": key, "holder": holder})
+        self.driver._rows("leader_release", {"key": key, "holder": holder})
 
     def pause_task(self, task: str) -> list[PausedName]:
         """Pause a cron task; answers the paused tasks after the write."""
-        return self._pause("task", task)
+        return self.driver._pause("task", task)
 
     def resume_task(self, task: str) -> list[PausedName]:
         """Resume a cron task; answers the paused tasks after the write."""
-        self._rows("task_resume", {"name": task})
+        self.driver._rows("task_resume", {"name": task})
         return self.paused_tasks()
 
     def paused_tasks(self) -> list[PausedName]:
         """Paused tasks sorted by name."""
-        return self._paused("task")
+        return self.driver._paused("task")

@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from ..states import LIVE_STATES, JobState, parse_state
-from ..validation import json_text
-from .base import (
+from ...states import LIVE_STATES, JobState, parse_state
+from ...validation import json_text
+from ..base import (
     MAX_ERROR_STACK_LENGTH,
     ClaimedJob,
     JobFilter,

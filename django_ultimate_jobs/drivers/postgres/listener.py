@@ -10,7 +10,7 @@ PgBouncer, that accepts LISTEN and delivers nothing, is detected
 backoff from 1 s to 5 s, at once when another role of the process finds the
 database back; every re-dial resets the proof, and the probe's empty payload
 wakes every loop once (catch-up for what was missed). A database that is
-away is reported once by the process (:mod:`.dbrole`), not per re-dial.
+away is reported once by the process (:mod:`.sessions`), not per re-dial.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 from django.db import connections
 
-from ..wake import wake_hub
-from .dbrole import RoleConnection, is_unavailable
+from ...wake import wake_hub
+from .sessions import RoleConnection, is_unavailable
 
 __all__ = ["CHANNEL", "WakeListener", "listen_conninfo"]
 
@@ -64,16 +64,19 @@ def listen_conninfo(using: str) -> dict[str, Any]:
 
 
 class WakeListener:
-    """The LISTEN thread of a worker process."""
+    """The LISTEN thread of a worker process (``driver.wake_listener()``)."""
 
     def __init__(
         self,
         using: str = "default",
         *,
+        on_wake: Callable[[str], None] = wake_hub.notify,
         on_live: Callable[[bool], None] | None = None,
         role: RoleConnection | None = None,
     ) -> None:
         self.using = using
+        self.on_wake = on_wake
+        """Called with each notification's queue (``""``: the probe, any queue)."""
         self.on_live = on_live
         self.role = role
         """Names both connections (``application_name``) and shares the outage."""
@@ -161,7 +164,7 @@ class WakeListener:
                 for note in conn.notifies(timeout=1.0):
                     if not note.payload and not self.live:
                         self._set_live(True)
-                    wake_hub.notify(note.payload)
+                    self.on_wake(note.payload)
                 if (
                     not self.live
                     and not self._unverified_reported

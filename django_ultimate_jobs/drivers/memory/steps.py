@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ..errors import JobLeaseLost
-from ..ids import uuid7
-from ..states import JobState
-from .steps_base import EventRecord, StepFence, StepRecord, WaitMark
+from ...errors import JobLeaseLost
+from ...ids import uuid7
+from ...states import JobState
+from ..steps import EventRecord, StepFence, StepRecord, WaitMark
 
 if TYPE_CHECKING:
-    from .memory import MemoryDriver
+    from .driver import MemoryDriver
 
 __all__ = ["EventRow", "MemoryEvents", "MemorySteps"]
 

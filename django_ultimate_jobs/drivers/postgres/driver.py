@@ -3,7 +3,11 @@
 Statements run on ``connections[using]``, so inside ``transaction.atomic()``
 an enqueue joins the caller's transaction (it commits or rolls back with
 the business write, and its NOTIFY is delivered at commit). Each method is
-one round trip unless its docstring says otherwise.
+one round trip unless its docstring says otherwise. The roles are objects of
+their own modules: ``cron`` (:mod:`.cron`), ``steps`` and ``events``
+(:mod:`.steps`), ``leases`` (:mod:`.leases`), ``maintenance``
+(:mod:`.maintenance`), ``sessions`` (:mod:`.sessions`); the LISTEN thread is
+:mod:`.listener`.
 """
 
 from __future__ import annotations
@@ -12,11 +16,11 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 from uuid import UUID
 
 import psycopg
@@ -24,8 +28,8 @@ from django.apps import apps
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from psycopg.abc import Loader
 
-from ..clock import Clock, system_clock
-from ..errors import (
+from ...clock import Clock, system_clock
+from ...errors import (
     ClaimQueuesEmpty,
     DriverUnavailable,
     JobDuplicate,
@@ -36,10 +40,10 @@ from ..errors import (
     JobNotRequeueable,
     JobsTablesMissing,
 )
-from ..ids import uuid7
-from ..states import FINISHED_STATES, JobState, parse_state
-from ..validation import JsonRefused, json_text, storable, storable_text
-from .base import (
+from ...ids import uuid7
+from ...states import FINISHED_STATES, JobState, parse_state
+from ...validation import JsonRefused, json_text, storable, storable_text
+from ..base import (
     LEASE_LAPSED_FINAL_ATTEMPT,
     LEASE_LAPSED_RECLAIMED,
     LEASE_LAPSED_UNSTARTED,
@@ -60,19 +64,28 @@ from .base import (
     PausedName,
     QueueStats,
     Renewed,
+    WakeCallback,
     WorkerRecord,
     nack_state,
 )
+from ..basedriver import BaseDriver
+from ..features import DriverFeatures
+from ..steps import step_not_found
+from .cron import PostgresCron
 from .jsonb import dumps as _json
 from .jsonb import exact_floats
 from .jsonb import loads as _loads
-from .postgres_cron import PostgresCron
-from .postgres_leases import PostgresLeases
-from .postgres_steps import PostgresEvents, PostgresSteps
+from .leases import PostgresLeases
+from .listener import WakeListener as PostgresListener
+from .maintenance import PostgresMaintenance
 from .prepare import EXPLICIT_PREPARE_ONLY, prepare_explicit_only
-from .rowbuild import row_builder
+from .rows import row_builder
+from .sessions import PostgresConnectivity
 from .sql import query
-from .steps_base import step_not_found
+from .steps import PostgresEvents, PostgresSteps
+
+if TYPE_CHECKING:
+    from ...conf import JobsSettings
 
 __all__ = ["PostgresDriver", "coded_failure"]
 
@@ -97,14 +110,21 @@ CAPPED_LATE_INTERVAL_S = 0.25
 """How often a busy capped worker looks for due delayed and lapsed capped rows."""
 
 
-class PostgresDriver(PostgresCron):
-    """Jobs in PostgreSQL tables, reached through a Django database alias.
-
-    The cron-task statements (fire, sync, leader lease, task pauses) come
-    from :class:`~django_ultimate_jobs.drivers.postgres_cron.PostgresCron`.
-    """
+class PostgresDriver(BaseDriver):
+    """Jobs in PostgreSQL tables, reached through a Django database alias."""
 
     name = "postgres"
+    features = DriverFeatures(
+        wake_listener=True,
+        joins_caller_transaction=True,
+        atomic_steps=True,
+        transactional_events=True,
+        slot_handover=True,
+        orm_tables=True,
+        django_database=True,
+        shared_across_processes=True,
+    )
+    sessions: PostgresConnectivity
 
     def __init__(
         self,
@@ -119,12 +139,52 @@ class PostgresDriver(PostgresCron):
         self.steps = PostgresSteps(self)
         self.events = PostgresEvents(self)
         self.leases = PostgresLeases(self)
+        self.cron = PostgresCron(self)
+        self.maintenance = PostgresMaintenance(self)
+        self.sessions = PostgresConnectivity(
+            using, self.use_generic_plans_in_this_thread
+        )
         self._generic_plan_threads: set[int] = set()
         self._capped_after: dict[str, str] = {}
         """Per worker id: the key its next capped claim's key scan starts after."""
         self._capped_late_at: dict[str, float] = {}
         """Per worker id: when its next claim runs job_claim_capped_late."""
         self._local = threading.local()
+
+    @classmethod
+    def from_settings(cls, settings: JobsSettings) -> Self:
+        """On ``ULTIMATE_JOBS["DATABASE"]``, preparing unless ``PREPARE`` is off."""
+        return cls(using=settings.database, prepare=settings.prepare)
+
+    @property
+    def alias(self) -> str:  # type: ignore[override]
+        """The Django database alias of the job tables (``using``)."""
+        return self.using
+
+    def now(self) -> datetime:
+        """The frozen instant of a test clock, else the database's ``now()``."""
+        frozen = self.clock.sql_now()
+        if frozen is not None:
+            return frozen
+        with connections[self.using].cursor() as cursor:
+            cursor.execute("SELECT now()")
+            (instant,) = cursor.fetchone()
+        return cast(datetime, instant)
+
+    def wake_listener(
+        self,
+        on_wake: WakeCallback,
+        *,
+        worker_id: str,
+        on_live: Callable[[bool], None] | None = None,
+    ) -> PostgresListener:
+        """The LISTEN thread (:mod:`.listener`), its connections named ``listen``."""
+        return PostgresListener(
+            self.using,
+            on_wake=on_wake,
+            on_live=on_live,
+            role=self.sessions.open("listen", worker_id=worker_id),
+        )
 
     def use_generic_plans_in_this_thread(self) -> None:
         """Plan this thread's prepared statements generically (the claim loop).
@@ -455,10 +515,6 @@ class PostgresDriver(PostgresCron):
         rows.sort(key=lambda row: (-row[8], row[19], row[0]))
         return [_claimed(row) for row in rows]
 
-    def ack(self, request: AckRequest) -> bool:
-        """Settle one successful attempt; True if it landed."""
-        return self.ack_many([request])[0]
-
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
         """Settle successful attempts, one statement per worker; answers in order."""
         return self.ack_many_handover(requests, None)[0]
@@ -535,13 +591,6 @@ class PostgresDriver(PostgresCron):
             },
         )
         return bool(rows)
-
-    def heartbeat(
-        self, job_id: UUID, *, visibility_ms: int, identity: ClaimIdentity | None
-    ) -> bool:
-        """Extend one lease; False means the run must stop."""
-        landed = self.heartbeat_many([(job_id, identity)], visibility_ms=visibility_ms)
-        return job_id in landed
 
     def heartbeat_many(
         self,
@@ -790,19 +839,6 @@ class PostgresDriver(PostgresCron):
             )
             for row in self._rows("worker_list", {})
         ]
-
-    def rollup_counters(self) -> int:
-        """Fold counter tiers; answers how many buckets moved."""
-        # Oldest tier first, so a bucket folded into the next tier is never
-        # folded again in the same call.
-        return sum(
-            int(self._rows(name, {})[0][0])
-            for name in (
-                "counter_drop_hours",
-                "counter_fold_fives",
-                "counter_fold_minutes",
-            )
-        )
 
     def close(self) -> None:
         """Nothing to release: connections belong to Django."""
@@ -1069,3 +1105,11 @@ _claimed_keyed = row_builder(
 
 def _claimed(row: Sequence[Any]) -> ClaimedJob:
     return (_claimed_keyed if len(row) > 20 else _claimed_plain)(row)
+
+
+if TYPE_CHECKING:
+    from ..base import JobDriver
+
+    def _keeps_the_contract(driver: PostgresDriver) -> JobDriver:
+        # mypy holds the class to every verb and role of the contract.
+        return driver

@@ -14,7 +14,7 @@ from __future__ import annotations
 from datetime import datetime
 from uuid import UUID
 
-from .memory_leases import LeaseRow, LeaseTable
+from .leases import LeaseRow, LeaseTable
 
 __all__ = ["SlotTable"]
 

@@ -1,55 +1,42 @@
-"""Cron tasks, the leader lease and task pauses in memory (internal).
+"""Cron tasks, the leader lease and task pauses in memory (``driver.cron``).
 
-A mixin of :class:`~django_ultimate_jobs.drivers.memory.MemoryDriver` with
-the answers of the statements in ``postgres_cron``: a fire lands only while
-the stored watermark equals the one the scheduler read, and inserts the
-occurrence's jobs under the same lock.
+The answers of the statements in ``drivers/postgres/cron.py``: a fire lands
+only while the stored watermark equals the one the scheduler read, and
+inserts the occurrence's jobs under the driver's lock.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from .base import Enqueued, EnqueueRequest, PausedName
-from .cron_base import FireResult, TaskArm, TaskFire, TaskRecord
-from .memory_leases import LeaseTable
-from .memory_rows import JobRow, dump_json
+from ..base import PausedName
+from ..cron import FireResult, TaskArm, TaskFire, TaskRecord
+from .rows import JobRow, dump_json
 
 if TYPE_CHECKING:
-    from ..clock import Clock
+    from .driver import MemoryDriver
 
 __all__ = ["MemoryCron"]
 
 
 class MemoryCron:
-    """The cron-task methods of the memory driver."""
+    """The memory driver's cron store (``driver.cron``)."""
 
-    clock: Clock
-    _lock: threading.Lock
-    _lease_table: LeaseTable
+    def __init__(self, driver: MemoryDriver) -> None:
+        self.driver = driver
+        self.forget()
 
-    def _now(self) -> datetime:
-        raise NotImplementedError  # provided by MemoryDriver
-
-    def _insert(
-        self, request: EnqueueRequest, text: str, now: datetime
-    ) -> tuple[Enqueued, JobRow | None]:
-        raise NotImplementedError  # provided by MemoryDriver
-
-    def _wake(self, queues: Iterable[str]) -> None:
-        raise NotImplementedError  # provided by MemoryDriver
-
-    def _forget_cron(self) -> None:
+    def forget(self) -> None:
+        """Drop every task and task pause (the driver's ``close()``)."""
         self._tasks: dict[str, TaskRecord] = {}
         self._paused_tasks: dict[str, datetime] = {}
 
     def task_sync(self, tasks: Sequence[TaskArm]) -> dict[str, datetime]:
         """Answer each task's watermark, arming the new ones (schedules updated)."""
-        with self._lock:
+        with self.driver._lock:
             for task in tasks:
                 stored = self._tasks.get(task.name)
                 if stored is None:
@@ -74,9 +61,9 @@ class MemoryCron:
     def task_fire(self, fire: TaskFire) -> FireResult | None:
         """Fire one occurrence; ``None`` when another fire moved the watermark."""
         texts = [dump_json(r.input) for r in fire.jobs]
-        now = self._now()
+        now = self.driver._now()
         inserted: list[JobRow] = []
-        with self._lock:
+        with self.driver._lock:
             stored = self._tasks.get(fire.name)
             if (
                 stored is None
@@ -92,17 +79,17 @@ class MemoryCron:
                 next_run_at=fire.next_run_at,
             )
             for request, text in zip(fire.jobs, texts, strict=True):
-                _answer, row = self._insert(request, text, now)
+                _answer, row = self.driver._insert(request, text, now)
                 if row is not None:
                     inserted.append(row)
-        self._wake(
+        self.driver._wake(
             row.queue for row in inserted if row.run_at <= now + timedelta(seconds=1)
         )
         return FireResult([row.id for row in inserted], len(texts) - len(inserted))
 
     def task_list(self) -> list[TaskRecord]:
         """Every stored task with its pause, sorted by name."""
-        with self._lock:
+        with self.driver._lock:
             return [
                 replace(task, paused_at=self._paused_tasks.get(name))
                 for name, task in sorted(self._tasks.items())
@@ -110,29 +97,29 @@ class MemoryCron:
 
     def leader_acquire(self, key: str, holder: str, *, ttl_ms: int) -> bool:
         """Take or renew the lease ``key``; True if ``holder`` now leads."""
-        now = self._now()
-        with self._lock:
-            return self._lease_table.lead(key, holder, ttl_ms, now)
+        now = self.driver._now()
+        with self.driver._lock:
+            return self.driver._lease_table.lead(key, holder, ttl_ms, now)
 
     def leader_release(self, key: str, holder: str) -> None:
         """Give up the lease ``key`` if ``holder`` holds it."""
-        with self._lock:
-            self._lease_table.resign(key, holder)
+        with self.driver._lock:
+            self.driver._lease_table.resign(key, holder)
 
     def pause_task(self, task: str) -> list[PausedName]:
         """Pause a cron task (the first pause's time is kept)."""
-        now = self._now()
-        with self._lock:
+        now = self.driver._now()
+        with self.driver._lock:
             self._paused_tasks.setdefault(task, now)
         return self.paused_tasks()
 
     def resume_task(self, task: str) -> list[PausedName]:
         """Resume a cron task; answers the paused tasks after the write."""
-        with self._lock:
+        with self.driver._lock:
             self._paused_tasks.pop(task, None)
         return self.paused_tasks()
 
     def paused_tasks(self) -> list[PausedName]:
         """Paused tasks sorted by name (code-point order)."""
-        with self._lock:
+        with self.driver._lock:
             return [PausedName(n, at) for n, at in sorted(self._paused_tasks.items())]

@@ -1,0 +1,1 @@
+"""Drivers defined in the test tree (named by dotted path in settings)."""
