@@ -185,13 +185,15 @@ def child_ours(argv: list[str]) -> None:
 
     wakeflag.ClaimWake.__init__ = traced_init  # type: ignore[method-assign]
 
-    drop = slots.drop_dead_connections
+    from django_ultimate_jobs.drivers.sessions import DjangoConnectivity
 
-    def traced_drop() -> None:  # the slot's first call after its queue get
+    drop = DjangoConnectivity.drop_dead
+
+    def traced_drop(self) -> None:  # type: ignore[no-untyped-def]  # the slot's first call after its queue get
         _record("slot")
-        drop()
+        drop(self)
 
-    slots.drop_dead_connections = traced_drop
+    DjangoConnectivity.drop_dead = traced_drop  # type: ignore[method-assign]
 
     from django_ultimate_jobs.drivers.postgres import PostgresDriver
 

@@ -29,7 +29,7 @@ from ..drivers.base import (
     JobDriver,
     NackRequest,
 )
-from ..drivers.postgres.sessions import RoleConnection
+from ..drivers.sessions import Session
 from ..faults import AFTER_CLAIM_COMMIT, fault_point
 from ..registry import registered_jobs
 from .config import WorkerConfig
@@ -72,7 +72,7 @@ class ClaimLoop:
         life: Lifecycle,
         wake: ClaimWake,
         slots: SlotPool,
-        session: RoleConnection,
+        session: Session,
         worker_id: str,
     ) -> None:
         self._config = config
@@ -113,9 +113,9 @@ class ClaimLoop:
 
     def run(self) -> None:
         """Claim and dispatch until the worker stops running (or, burst, is idle)."""
-        generic = getattr(self.driver, "use_generic_plans_in_this_thread", None)
-        if generic is not None:
-            generic()  # this thread claims, and does nothing else
+        # The session was opened with claim_thread=True: binding it tunes
+        # this thread for the claim (generic plans on PostgreSQL), as this
+        # thread claims, and does nothing else.
         config, held, life, db = self._config, self._held, self._life, self._db
         flag = self._wake.flag
         db.bind()
@@ -262,9 +262,10 @@ class ClaimLoop:
         # row (job_ack_many_handover) while this worker has room for it as
         # for a capped claim: the key's next run then waits for no claim
         # (the settle-to-claim gap was a quarter of a key's cycle in
-        # bench/limits.py). Not with in-process limits (the heir would pass
-        # no admission), a recycling worker's budget, nor outside the
-        # threaded loop (tick() runs nothing it did not claim itself).
+        # bench/limits.py). Not with a driver that cannot (its acks claim no
+        # heir), in-process limits (the heir would pass no admission), a
+        # recycling worker's budget, nor outside the threaded loop (tick()
+        # runs nothing it did not claim itself).
         #
         # A key keeps its slot here for HANDOVER_TENURE runs in a row, then
         # lets it go to whichever claim comes next: without turns, the keys
@@ -276,6 +277,7 @@ class ClaimLoop:
         self._held.settle_tenure(settling)
         if (
             not self.capped
+            or not self.driver.features.slot_handover
             or self._limiter is not None
             or self._config.max_jobs is not None
             or self._life.state != "running"

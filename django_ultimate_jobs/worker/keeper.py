@@ -20,8 +20,7 @@ from collections.abc import Callable
 from django.db import connections
 
 from ..drivers.base import JobDriver, WorkerRecord
-from ..drivers.djangodb import reset_broken_connections
-from ..drivers.postgres.sessions import RoleConnection
+from ..drivers.sessions import Session
 from ..errors import JobLeaseLost, JobSlotLost, JobTimeout
 from .config import WorkerConfig
 from .executor import Attempt, Execution, settle_for
@@ -52,7 +51,7 @@ class Keeper:
         settler: SettleLoop,
         submit: Callable[[list[Execution]], None],
         in_passing: Callable[[], None],
-        session: RoleConnection,
+        session: Session,
         worker_id: str,
     ) -> None:
         self._config = config
@@ -217,9 +216,8 @@ class Keeper:
         if processed == self._processed_at_rollup:
             return
         self._rolled_up_at, self._processed_at_rollup = now, processed
-        roll_up = self.driver.maintenance.rollup_counters
         try:
-            roll_up()
+            self.driver.maintenance.rollup_counters()
         except Exception as error:
             if not self._db.failed(error):
                 logger.warning("jobs.worker.rollup-failed", exc_info=True)
@@ -230,11 +228,10 @@ class Keeper:
             self._in_passing()
             return
         in_flight = self._held.ids(100)
-        announce = getattr(self.driver, "announce_worker", None)
-        if announce is None:
-            return
         try:
-            announce(self._record(in_flight), ttl_ms=self._config.visibility_ms)
+            self.driver.announce_worker(
+                self._record(in_flight), ttl_ms=self._config.visibility_ms
+            )
             self._announced = True
         except Exception as error:
             if not self._db.failed(error):
@@ -258,13 +255,11 @@ class Keeper:
 
     def forget(self) -> None:
         """Take this worker's registry row away (at the end of the drain)."""
-        forget = getattr(self.driver, "forget_worker", None)
-        if forget is not None:
-            try:
-                forget(self._worker_id)
-            except Exception:
-                reset_broken_connections()
-                logger.warning("jobs.worker.forget-failed", exc_info=True)
+        try:
+            self.driver.forget_worker(self._worker_id)
+        except Exception:
+            self.driver.sessions.reset_broken()
+            logger.warning("jobs.worker.forget-failed", exc_info=True)
 
 
 def _job_extra(attempt: Attempt) -> dict[str, str]:

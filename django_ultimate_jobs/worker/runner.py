@@ -13,14 +13,14 @@ Threads of one worker process, each the body of one part:
   and takes the drain's steps;
 - with ``config.scheduler`` and a task declared, the cron scheduler thread
   (:mod:`.scheduler`);
-- optionally the LISTEN thread (:mod:`.listener`), which only makes the next
-  poll sooner.
+- optionally the wake listener (``driver.wake_listener()``, LISTEN on
+  PostgreSQL, started by ``runjobs``), which only makes the next poll sooner.
 
 The parts share one object, the attempts this process holds
 (:class:`~.held.HeldAttempts`), and read the worker's state from its
 :class:`~.lifecycle.Lifecycle`; none reaches into another. Each thread has
-its own Django connection, named for its role and reset after a loss
-(:mod:`.dbrole`): when the database goes away, every role reconnects on its
+its own session to storage (``driver.sessions``), named for its role and
+reset after a loss: when the database goes away, every role reconnects on its
 next use, on one process-wide backoff, and the settle loop keeps finished
 work until it can write it. :meth:`Worker.tick` runs one claim pass inline
 in the caller's thread: the test helper uses it.
@@ -37,14 +37,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..conf import jobs_settings
 from ..context import CancellationToken
 from ..crontask import registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
-from ..drivers.djangodb import reset_broken_connections
-from ..drivers.outage import process_outage
-from ..drivers.postgres.sessions import RoleConnection
+from ..drivers.sessions import Session
 from ..wake import wake_hub
 from .backoff import IdleBackoff
 from .claimloop import ClaimLoop
@@ -86,7 +83,7 @@ class Worker:
             config.idle_max_ms / 1000,
             config.woken_idle_max_ms / 1000,
         )
-        self.outage = process_outage()
+        self.outage = self.driver.sessions.outage()
         """Shared by every role of this process (and its lock keeper): one
         backoff, one log line each way."""
         wake = ClaimWake(self.backoff)
@@ -116,7 +113,7 @@ class Worker:
             life=self.lifecycle,
             wake=wake,
             slots=self.slots,
-            session=self.role("claim"),
+            session=self.role("claim", claim_thread=True),
             worker_id=self.id,
         )
         self.settler = SettleLoop(
@@ -148,13 +145,13 @@ class Worker:
                 Scheduler(driver=self.driver, role=self.role("schedule"))
             )
 
-    def role(self, name: str) -> RoleConnection:
-        """A database role of this worker process (bind it in its own thread)."""
-        return RoleConnection(
-            name,
-            using=jobs_settings().database,
-            worker_id=self.id,
-            outage=self.outage,
+    def role(self, name: str, *, claim_thread: bool = False) -> Session:
+        """A session of this worker process to storage (bind it in its own thread).
+
+        ``claim_thread``: the session tunes its thread for the claim loop.
+        """
+        return self.driver.sessions.open(
+            name, worker_id=self.id, outage=self.outage, claim_thread=claim_thread
         )
 
     # -- what callers read -------------------------------------------------------
@@ -209,7 +206,7 @@ class Worker:
             self.settler.settle(executions)
         except Exception:
             logger.exception("jobs.worker.settle-failed")
-            reset_broken_connections()
+            self.driver.sessions.reset_broken()
             self.settler.give_up(executions)
         return executions
 

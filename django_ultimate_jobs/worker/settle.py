@@ -27,8 +27,7 @@ from typing import Any
 from django.db import connections
 
 from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord
-from ..drivers.djangodb import sqlstate
-from ..drivers.postgres.sessions import RoleConnection
+from ..drivers.sessions import Session
 from ..errors import JobOnSettledFailed
 from ..faults import BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job
@@ -53,7 +52,6 @@ ON_SETTLED_ATTEMPTS = 3
 SETTLE_GATHER_S = 0.002
 SETTLE_RETRIES = 5
 """Retries of a settle that lost a deadlock or a serialization conflict."""
-_TRANSIENT_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock, serialization
 _STOP: Any = object()
 
 
@@ -106,7 +104,7 @@ class SettleLoop:
         held: HeldAttempts,
         life: Lifecycle,
         settles: queue.SimpleQueue[Any],
-        session: RoleConnection,
+        session: Session,
         worker_id: str,
         handover: Callable[[Sequence[ClaimedJob]], Handover | None] | None = None,
         on_heirs: Callable[[list[ClaimedJob]], None] | None = None,
@@ -238,8 +236,8 @@ class SettleLoop:
                 # claims are still ours until their leases lapse, and a
                 # settle that then no longer lands is only logged.
                 return unwritten
-            state = sqlstate(error)
-            if state in _TRANSIENT_SQLSTATES and self._retries < SETTLE_RETRIES:
+            sessions = self.driver.sessions
+            if sessions.is_transient(error) and self._retries < SETTLE_RETRIES:
                 # A deadlock or serialization victim: the server rolled the
                 # statement back whole, and the same write lands on a retry.
                 # Given up instead, bodies that ran would wait out their
@@ -247,7 +245,10 @@ class SettleLoop:
                 self._retries += 1
                 logger.warning(
                     "jobs.settle.retried",
-                    extra={"sqlstate": state, "count": len(unwritten)},
+                    extra={
+                        "sqlstate": sessions.error_code(error),
+                        "count": len(unwritten),
+                    },
                 )
                 return unwritten
             self._retries = 0
@@ -301,10 +302,9 @@ class SettleLoop:
                 if self._handover is not None
                 else None
             )
-            ack_handover = getattr(self.driver, "ack_many_handover", None)
             heirs: list[ClaimedJob] = []
-            if handover is not None and ack_handover is not None:
-                landed, heirs = ack_handover(requests, handover)
+            if handover is not None:
+                landed, heirs = self.driver.ack_many_handover(requests, handover)
             else:
                 landed = self.driver.ack_many(requests)
             for execution, ok in zip(acks, landed, strict=True):
@@ -320,9 +320,8 @@ class SettleLoop:
     def _recheck_wait(self, execution: Execution) -> None:
         # An event committed between the run's last search and its park was
         # missed by the publisher's wake (the run was still running then).
-        events = getattr(self.driver, "events", None)
-        if events is not None and execution.wake_step is not None:
-            events.wake_waiting(execution.claimed.id, execution.wake_step)
+        if execution.wake_step is not None:
+            self.driver.events.wake_waiting(execution.claimed.id, execution.wake_step)
 
     def _announce(self, execution: Execution) -> None:
         claimed = execution.claimed

@@ -26,15 +26,8 @@ from typing import Any
 from django.db import connections
 
 from ..drivers.base import JobDriver, NackRequest
-from ..drivers.djangodb import (
-    close_thread_connections,
-    drop_dead_connections,
-    is_connection_gone,
-    is_database_away,
-    reset_broken_connections,
-)
 from ..drivers.outage import DatabaseOutage
-from ..drivers.postgres.sessions import RoleConnection, recover
+from ..drivers.sessions import Session
 from ..errors import JobTimeout
 from ..signals import job_started
 from .config import WorkerConfig
@@ -76,7 +69,7 @@ class SlotPool:
         held: HeldAttempts,
         life: Lifecycle,
         submit: Callable[[list[Execution]], None],
-        open_session: Callable[[str], RoleConnection],
+        open_session: Callable[[str], Session],
         outage: DatabaseOutage,
         worker_id: str,
     ) -> None:
@@ -216,6 +209,7 @@ class SlotPool:
         loop: asyncio.AbstractEventLoop | None = None
         rest = self._chunk_rest[index]
         life = self._life
+        drop_dead = self.driver.sessions.drop_dead
         db = self._open_session("slot")
         db.bind()
         try:
@@ -227,7 +221,7 @@ class SlotPool:
                 # waited is replaced now, not found dead by a body's first
                 # query (once per chunk: no round trip unless the server
                 # closed it).
-                drop_dead_connections()
+                drop_dead()
                 with self._chunk_lock:
                     rest.extend(chunk)
                 execution: Execution | None = None
@@ -270,7 +264,7 @@ class SlotPool:
         self,
         attempt: Attempt,
         loop: asyncio.AbstractEventLoop | None,
-        db: RoleConnection,
+        db: Session,
     ) -> Execution | None:
         if self._outage.down and not self._wait_for_database(attempt):
             return None if attempt.settled else not_started(attempt)
@@ -291,7 +285,7 @@ class SlotPool:
         self,
         attempt: Attempt,
         loop: asyncio.AbstractEventLoop | None,
-        db: RoleConnection,
+        db: Session,
     ) -> Execution | None:
         if not self._mark_started(attempt, db):
             return not_started(attempt)
@@ -309,24 +303,27 @@ class SlotPool:
         if execution is None and attempt.abandoned:
             self._held.unstick()
         if execution is not None and execution.error is not None:
-            if is_database_away(execution.error):
+            sessions = self.driver.sessions
+            if sessions.is_away(execution.error):
                 # The body met the database away (a restart, a read-only
                 # failover): its sessions are replaced (a read-only one would
                 # stay read-only), and the process learns of the outage, so
                 # the next bodies wait for it rather than fail the same way.
-                close_thread_connections()
-                self._outage.lost(
-                    "slot",
-                    execution.error,
-                    last_ok=None,
-                    using=db.using,
-                )
-                if is_connection_gone(execution.error):
+                # Only when the job rows live in a Django database: then the
+                # storage sessions' next answer ends the outage; a store of
+                # its own would never say the body's database came back.
+                sessions.close_thread()
+                alias = self.driver.alias
+                if alias is not None:
+                    self._outage.lost(
+                        "slot", execution.error, last_ok=None, using=alias
+                    )
+                if sessions.is_gone(execution.error):
                     execution = _handed_back(execution)
         if execution is None or execution.error is not None:
             # Only a failed body can have broken its connection; a
             # scan of every connection per job cost ~8% of a no-op.
-            reset_broken_connections()
+            self.driver.sessions.reset_broken()
         return execution
 
     def _wait_for_database(self, attempt: Attempt) -> bool:
@@ -339,7 +336,7 @@ class SlotPool:
             self._outage.wait_up(0.2)
         return True
 
-    def _mark_started(self, attempt: Attempt, db: RoleConnection | None = None) -> bool:
+    def _mark_started(self, attempt: Attempt, db: Session | None = None) -> bool:
         # A re-taken lapsed lease records its start before the body runs, so
         # that a lapse of this claim charges its attempt (see job_claim).
         # False: the claim is no longer ours, or the mark could not be
@@ -350,7 +347,7 @@ class SlotPool:
         try:
             landed = self.driver.mark_started(claimed.id, claimed.identity)
         except Exception as error:
-            if not recover(db, error):
+            if not self.driver.sessions.recover(db, error):
                 logger.exception("jobs.worker.mark-started-failed")
             return False
         if db is not None:
