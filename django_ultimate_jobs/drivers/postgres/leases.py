@@ -32,11 +32,6 @@ class PostgresLeases:
     def __init__(self, driver: PostgresDriver) -> None:
         self.driver = driver
 
-    @property
-    def database(self) -> str:
-        """The Django alias the statements run on."""
-        return self.driver.using
-
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         return self.driver._rows(name, params, filename=_FILE)
 
