@@ -167,7 +167,7 @@ def child_ours(argv: list[str]) -> None:
 
     django.setup()
     from django_ultimate_jobs.wake import wake_hub
-    from django_ultimate_jobs.worker import runner
+    from django_ultimate_jobs.worker import claimloop, held, keeper, slots, wakeflag
 
     notify = wake_hub.notify
 
@@ -177,35 +177,38 @@ def child_ours(argv: list[str]) -> None:
 
     wake_hub.notify = traced_notify  # type: ignore[method-assign]
 
-    init = runner.Worker.__init__
+    init = wakeflag.ClaimWake.__init__
 
     def traced_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         init(self, *args, **kwargs)
-        self._wake = _TracedWake(self._wake)
+        self.flag = _TracedWake(self.flag)
 
-    runner.Worker.__init__ = traced_init  # type: ignore[method-assign]
+    wakeflag.ClaimWake.__init__ = traced_init  # type: ignore[method-assign]
 
-    drop = runner.drop_dead_connections
+    from django_ultimate_jobs.drivers.sessions import DjangoConnectivity
 
-    def traced_drop() -> None:  # the slot's first call after its queue get
+    drop = DjangoConnectivity.drop_dead
+
+    def traced_drop(self) -> None:  # type: ignore[no-untyped-def]  # the slot's first call after its queue get
         _record("slot")
-        drop()
+        drop(self)
 
-    runner.drop_dead_connections = traced_drop
+    DjangoConnectivity.drop_dead = traced_drop  # type: ignore[method-assign]
 
     from django_ultimate_jobs.drivers.postgres import PostgresDriver
 
+    # (owner, method, the step's name in the trace)
     wrapped = [
-        (runner.Worker, "_fire_deadlines"),
-        (runner.Worker, "_settled"),
-        (runner.Worker, "_dispatch"),
-        (runner.Worker, "_claim"),
-        (PostgresDriver, "claim"),
+        (keeper.Keeper, "fire_deadlines", "_fire_deadlines"),
+        (held.HeldAttempts, "settled", "_settled"),
+        (slots.SlotPool, "dispatch", "_dispatch"),
+        (claimloop.ClaimLoop, "claim", "_claim"),
+        (PostgresDriver, "claim", "claim"),
     ]
-    for owner, name in wrapped:
+    for owner, name, step in wrapped:
         original = getattr(owner, name)
 
-        def traced(self, *args, _original=original, _name=name, **kwargs):  # type: ignore[no-untyped-def]
+        def traced(self, *args, _original=original, _name=step, **kwargs):  # type: ignore[no-untyped-def]
             _record(_name)
             try:
                 return _original(self, *args, **kwargs)
@@ -214,13 +217,13 @@ def child_ours(argv: list[str]) -> None:
 
         setattr(owner, name, traced)
 
-    run_attempt = runner.run_attempt
+    run_attempt = slots.run_attempt
 
     def traced_run_attempt(*args, **kwargs):  # type: ignore[no-untyped-def]
         _record("run_attempt")
         return run_attempt(*args, **kwargs)
 
-    runner.run_attempt = traced_run_attempt
+    slots.run_attempt = traced_run_attempt
 
     from django.core.management import execute_from_command_line
 
@@ -355,7 +358,7 @@ def split_one(commit: float, now: float, handler: float, events: list) -> dict:
 SEGMENTS = [
     ("commit", "notify", "commit return -> listener hands the NOTIFY on"),
     ("notify", "woke", "-> claiming thread woken"),
-    ("woke", "_claim", "-> Worker._claim entered"),
+    ("woke", "_claim", "-> ClaimLoop.claim entered"),
     ("_claim", "claim", "-> driver.claim entered"),
     ("claim", "send", "-> claim execute() entered"),
     ("woke", "send", "woke -> claim execute() entered"),
@@ -364,9 +367,9 @@ SEGMENTS = [
     ("send", "now", "-> claim statement's now() (server)"),
     ("now", "back", "-> claim rows back on the client"),
     ("back", "claim-out", "-> rows decoded, driver.claim returned"),
-    ("claim-out", "_claim-out", "-> attempts built, Worker._claim returned"),
-    ("_claim-out", "_dispatch", "-> _dispatch entered"),
-    ("_dispatch", "_dispatch-out", "-> _dispatch returned"),
+    ("claim-out", "_claim-out", "-> attempts built, ClaimLoop.claim returned"),
+    ("_claim-out", "_dispatch", "-> SlotPool.dispatch entered"),
+    ("_dispatch", "_dispatch-out", "-> SlotPool.dispatch returned"),
     ("_dispatch-out", "slot", "-> a slot thread has the chunk"),
     ("back", "slot", "claim back -> a slot thread has the chunk"),
     ("slot", "run_attempt", "-> run_attempt entered"),

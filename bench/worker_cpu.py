@@ -42,8 +42,13 @@ from bench.common import (  # noqa: E402
 )
 
 DB = bench_db_name("bench_uj_worker_cpu")
-THREADS = {"_loop": "claim loop", "_slot_main": "slots (8)", "_settler_main": "settler"}
-THREADS["_keeper_main"] = "keeper"
+# The body of each worker thread: (module, class, method) -> its row.
+THREADS = {
+    ("claimloop", "ClaimLoop", "run"): "claim loop",
+    ("slots", "SlotPool", "_main"): "slots (8)",
+    ("settle", "SettleLoop", "run"): "settler",
+    ("keeper", "Keeper", "run"): "keeper",
+}
 
 
 def main() -> None:
@@ -65,26 +70,31 @@ def main() -> None:
 
 
 def run(jobs: int, heap_as_is: bool) -> None:
+    import importlib
+
     from django.core.management import call_command
 
     from django_ultimate_jobs.drivers.postgres import PostgresDriver
-    from django_ultimate_jobs.worker import heap, runner
+    from django_ultimate_jobs.worker import claimloop, heap
 
     thread_cpu: dict[str, float] = collections.defaultdict(float)
     wall: dict[str, float] = collections.defaultdict(float)
     calls: collections.Counter[str] = collections.Counter()
 
-    def per_thread(name: str) -> None:
-        original = getattr(runner.Worker, name)
+    def per_thread(module: str, owner: str, name: str, label: str) -> None:
+        cls = getattr(
+            importlib.import_module(f"django_ultimate_jobs.worker.{module}"), owner
+        )
+        original = getattr(cls, name)
 
         def measured(*args, **kwargs):  # type: ignore[no-untyped-def]
             started = time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
-                thread_cpu[THREADS[name]] += time.thread_time() - started
+                thread_cpu[label] += time.thread_time() - started
 
-        setattr(runner.Worker, name, measured)
+        setattr(cls, name, measured)
 
     def timed(cls: type, name: str) -> None:
         original = getattr(cls, name)
@@ -99,11 +109,11 @@ def run(jobs: int, heap_as_is: bool) -> None:
 
         setattr(cls, name, measured)
 
-    for name in THREADS:
-        per_thread(name)
+    for (module, owner, name), label in THREADS.items():
+        per_thread(module, owner, name, label)
     timed(PostgresDriver, "claim")
     timed(PostgresDriver, "ack_many")
-    timed(runner.Worker, "_pause")
+    timed(claimloop.ClaimLoop, "_pause")
     collector = {"cpu": 0.0, "started": 0.0}
     collections_by_gen: collections.Counter[int] = collections.Counter()
 

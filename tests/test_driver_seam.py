@@ -12,8 +12,7 @@ and fails on any of, outside ``django_ultimate_jobs/drivers/``:
 - an import of a concrete driver class (``PostgresDriver``,
   ``MemoryDriver``), except in ``testing/`` (the conformance suite's docs).
 
-The few probes the worker still holds are listed in :data:`EXEMPT`, each
-with the reason; the worker half of issue 21 removes them and the entries.
+No exemption: the worker's last probes went with issue 21's worker half.
 """
 
 from __future__ import annotations
@@ -29,43 +28,6 @@ DRIVER_NAMES = frozenset({"postgres", "memory", "redis"})
 DRIVER_CLASSES = frozenset({"PostgresDriver", "MemoryDriver"})
 ALLOWED_ISINSTANCE = frozenset({"BaseDriver"})
 _DRIVERISH = re.compile(r"^_?(\w+_)?driver$")
-
-# (file under the package, the line's code as written) -> why it is left.
-EXEMPT = {
-    ("worker/executor.py", 'clock = getattr(driver, "clock", None)'): (
-        "removed by the worker half"
-    ),
-    ("worker/executor.py", 'store = getattr(driver, "steps", None)'): (
-        "removed by the worker half"
-    ),
-    ("worker/executor.py", 'events=getattr(driver, "events", None),'): (
-        "removed by the worker half"
-    ),
-    ("worker/executor.py", 'using=getattr(driver, "using", "default"),'): (
-        "removed by the worker half"
-    ),
-    (
-        "worker/runner.py",
-        'generic = getattr(self.driver, "use_generic_plans_in_this_thread", None)',
-    ): "removed by the worker half",
-    ("worker/runner.py", 'announce = getattr(self.driver, "announce_worker", None)'): (
-        "removed by the worker half"
-    ),
-    ("worker/runner.py", 'forget = getattr(self.driver, "forget_worker", None)'): (
-        "removed by the worker half"
-    ),
-    (
-        "worker/scheduler.py",
-        'clock if clock is not None else getattr(self.driver, "clock", system_clock)',
-    ): "removed by the worker half",
-    (
-        "worker/settler.py",
-        'ack_handover = getattr(self.driver, "ack_many_handover", None)',
-    ): "removed by the worker half",
-    ("worker/settler.py", 'events = getattr(self.driver, "events", None)'): (
-        "removed by the worker half"
-    ),
-}
 
 
 def _is_driverish(node: ast.AST) -> bool:
@@ -113,8 +75,7 @@ def seam_probes(source: str, relative: str) -> list[tuple[int, str]]:
 
     def report(node: ast.AST, what: str) -> None:
         code = lines[node.lineno - 1].strip()  # type: ignore[attr-defined]
-        if (relative, code) not in EXEMPT:
-            found.append((node.lineno, f"{what}: {code}"))  # type: ignore[attr-defined]
+        found.append((node.lineno, f"{what}: {code}"))  # type: ignore[attr-defined]
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
@@ -163,17 +124,6 @@ def test_nothing_outside_drivers_probes_a_driver():
         for line, what in seam_probes(path.read_text(encoding="utf-8"), relative):
             found.append(f"{relative}:{line}: {what}")
     assert not found, "\n".join(found)
-
-
-def test_every_exemption_still_matches_a_line():
-    """An exemption whose line is gone is removed with it (no stale entries)."""
-    stale = []
-    for relative, code in EXEMPT:
-        path = PACKAGE / relative
-        text = path.read_text(encoding="utf-8") if path.exists() else ""
-        if code not in {line.strip() for line in text.splitlines()}:
-            stale.append((relative, code))
-    assert not stale, stale
 
 
 @pytest.mark.parametrize(

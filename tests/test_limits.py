@@ -215,7 +215,7 @@ def test_a_lost_slot_stops_the_body_with_slot_lost(pg_driver, declared):
     worker = Worker(
         WorkerConfig.from_settings(queues=("capped",), concurrency=1), driver=pg_driver
     )
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     body = threading.Thread(
         target=lambda: observed.append(run_attempt(attempt, pg_driver))
     )
@@ -223,7 +223,7 @@ def test_a_lost_slot_stops_the_body_with_slot_lost(pg_driver, declared):
     assert started.wait(5)
     # Another holder took the slot (as after a stall past the lease).
     Lease.objects.filter(lease_key="job:t.capped.held").update(holder="elsewhere:x")
-    worker._renew_leases()
+    worker.keeper.renew_leases()
     release.set()
     body.join(5)
     code, execution = observed
@@ -250,7 +250,7 @@ def _hold_first_slot(pg_driver, declared):
     worker = Worker(
         WorkerConfig.from_settings(queues=("capped",), concurrency=1), driver=pg_driver
     )
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     assert attempt.claimed.concurrency_key == "job-key:t.capped.keyed:a"
     keyed.enqueue(account="b", n=9)
     return worker, attempt
@@ -334,7 +334,7 @@ def test_a_settle_hands_no_slot_to_a_row_whose_lower_limit_is_full(pg_driver, de
     # Under a limit the live slots leave room for, the next row is handed it.
     Job.objects.filter(concurrency_key=key).update(concurrency_limit=2)
     Job.objects.filter(state="ready").exclude(concurrency_key=key).delete()
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     assert attempt.claimed.concurrency_key == key
     landed, heirs = _settle_handing_over(pg_driver, worker, attempt)
     assert landed == [True] and len(heirs) == 1

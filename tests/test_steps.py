@@ -404,7 +404,7 @@ def test_a_step_write_after_losing_the_job_is_refused(driver, declared):
 
     cancelled.enqueue()
     worker = Worker(WorkerConfig.from_settings(queues=("steps",)), driver=driver)
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     attempt.start()
     run_attempt(attempt, driver)
     assert seen == ["X_JOB_LEASE_LOST"]

@@ -540,7 +540,7 @@ def test_a_lost_lease_cancels_the_running_body_and_writes_nothing(
     worker = Worker(
         WorkerConfig.from_settings(queues=("exec",), concurrency=1), driver=pg_driver
     )
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     results = []
     body = threading.Thread(
         target=lambda: results.append(run_attempt(attempt, pg_driver))
@@ -553,7 +553,7 @@ def test_a_lost_lease_cancels_the_running_body_and_writes_nothing(
         [(attempt.claimed.id, attempt.claimed.identity)], visibility_ms=30_000
     )
     assert landed == set()
-    worker._lose(attempt)
+    worker.keeper.renew_leases()  # the keeper's renewal finds it lost too
     release.set()
     body.join(5)
     (execution,) = results
@@ -572,10 +572,10 @@ def test_a_settle_that_does_not_land_is_logged_not_raised(pg_driver, declared, c
 
     enqueued = ok.enqueue()
     worker = Worker(WorkerConfig.from_settings(queues=("exec",)), driver=pg_driver)
-    (attempt,), _ = worker._claim(1)
+    (attempt,), _ = worker.claims.claim(1)
     pg_driver.cancel(enqueued.id)
     execution = run_attempt(attempt, pg_driver)
-    worker._settler.settle([execution])
+    worker.settler.settle([execution])
     assert execution.landed is False
     assert any(r.msg == "jobs.settle.unowned" for r in caplog.records)
     assert pg_driver.get(enqueued.id).state == "cancelled"

@@ -54,12 +54,12 @@ def test_one_claim_takes_no_more_of_a_tenant_than_it_may_run(
     other = tenanted.enqueue(t="b").id
     bare = untenanted.enqueue().id
     worker = limited_worker(pg_driver, per_tenant=2)
-    first, _ = worker._claim(10)
+    first, _ = worker.claims.claim(10)
     taken = {a.claimed.id for a in first}
     assert len(taken) == 2 and taken <= set(flood)
-    second, _ = worker._claim(10)
+    second, _ = worker.claims.claim(10)
     assert sorted(a.claimed.id for a in second) == sorted([other, bare])
-    assert worker._claim(10) == ([], [])  # a is full: its 3 rows are skipped
+    assert worker.claims.claim(10) == ([], [])  # a is full: its 3 rows are skipped
     for job_id in set(flood) - taken:
         row = pg_driver.get(job_id)
         assert (row.state, row.attempt, row.claims) == ("ready", 0, 0)
@@ -77,10 +77,10 @@ def test_a_lapsed_row_over_a_limit_is_shed_without_spending_its_attempt(
     assert len(pg_driver.claim(options).claimed) == 1
     clock.advance(seconds=2)
     worker = limited_worker(pg_driver, per_tenant=1)
-    assert worker._limiter is not None
-    running = worker._limiter.try_acquire("lim", "a")  # another of a's runs
+    assert worker.held.limiter is not None
+    running = worker.held.limiter.try_acquire("lim", "a")  # another of a's runs
     with caplog.at_level(logging.INFO, logger="django_ultimate_jobs"):
-        assert worker._claim(10) == ([], [])
+        assert worker.claims.claim(10) == ([], [])
     (shed,) = [r for r in caplog.records if r.msg == "jobs.limits.shed"]
     assert (shed.tenant, shed.blocked_by) == ("a", "tenant")
     row = pg_driver.get(enqueued.id)
@@ -114,8 +114,8 @@ def test_a_shed_whose_connection_is_terminated_is_reported_and_the_worker_goes_o
         poll_ms=50,
     )
     worker = Worker(config, driver=committed_pg_driver)
-    assert worker._limiter is not None
-    running = worker._limiter.try_acquire("lim", "a")  # another of a's runs
+    assert worker.held.limiter is not None
+    running = worker.held.limiter.try_acquire("lim", "a")  # another of a's runs
     assert running is not None
     killed: list[object] = []
     real_nack = committed_pg_driver.nack
@@ -164,5 +164,5 @@ def test_limits_are_released_once_the_body_has_run(pg_driver, tenanted):
     for _ in ids:
         (execution,) = worker.tick()
         assert execution.outcome == "completed"
-    assert worker._limiter is not None and worker._limiter.in_flight() == 0
+    assert worker.held.limiter is not None and worker.held.limiter.in_flight() == 0
     assert {pg_driver.get(job_id).state for job_id in ids} == {"done"}

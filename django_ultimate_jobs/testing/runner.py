@@ -58,7 +58,7 @@ def run_jobs(
     chosen = tuple(queues) if queues else _all_queues()
     worker = Worker(
         # A burst run: it ends on an empty claim (rows a removed
-        # concurrency= left keyed are swept before that, see Worker._claim).
+        # concurrency= left keyed are swept before that, see ClaimLoop.claim).
         WorkerConfig.from_settings(
             queues=chosen, claim_batch=claim_batch, **{"burst": True, **config}
         ),

@@ -35,6 +35,9 @@ class WorkerConfig:
     wake: bool = True
     limits: LimitConfig = field(default_factory=LimitConfig)
     """In-process limits (``ULTIMATE_JOBS["LIMITS"]``, worker/limits.py)."""
+    scheduler: bool = False
+    """Run the cron scheduler role in this process (``runjobs`` does, unless
+    ``--no-scheduler``); it starts only if a task is declared."""
 
     def __post_init__(self) -> None:
         if not self.queues:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
+from django.db import DEFAULT_DB_ALIAS
+
 from ..context import CancellationToken, JobContext
 from ..drivers.base import (
     MAX_ERROR_STACK_LENGTH,
@@ -366,31 +368,32 @@ def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
         )
 
 
-def attempt_now(attempt: Attempt, driver: JobDriver | None = None) -> datetime:
+def attempt_now(attempt: Attempt, driver: JobDriver) -> datetime:
     """The database time of the claim, moved on by this worker's monotonic clock.
 
     A driver on a test clock (a ManualClock) answers that clock instead, so
-    tests that move time see steps follow it exactly.
+    tests that move time see steps follow it exactly. Not ``driver.now()``:
+    on PostgreSQL that is a round trip, and a step reads the time often.
     """
-    clock = getattr(driver, "clock", None)
-    if clock is not None and clock.sql_now() is not None:
+    clock = driver.clock
+    if clock.sql_now() is not None:
         return clock.now()
     claimed_at = attempt.claimed.claimed_at or datetime.now(UTC)
     return claimed_at + timedelta(seconds=time.monotonic() - attempt.claimed_mono)
 
 
-def _step_api(attempt: Attempt, driver: JobDriver) -> StepApi | None:
-    store = getattr(driver, "steps", None)
-    if store is None:
-        return None
+def _step_api(attempt: Attempt, driver: JobDriver) -> StepApi:
     claimed = attempt.claimed
     return StepApi(
         run_id=claimed.run_id,
-        store=store,
-        events=getattr(driver, "events", None),
+        store=driver.steps,
+        events=driver.events,
         fence=StepFence(claimed.id, claimed.identity),
         token=attempt.token,
         now=lambda: attempt_now(attempt, driver),
         step_timeout_ms=attempt.handle.step_timeout_ms if attempt.handle else None,
-        using=getattr(driver, "using", "default"),
+        # A store outside Django's databases (no alias): an atomic step's
+        # work still runs in a transaction of the default database, as it
+        # always did; its record cannot join it (features.atomic_steps).
+        using=driver.alias or DEFAULT_DB_ALIAS,
     )

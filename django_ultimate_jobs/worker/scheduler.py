@@ -32,12 +32,11 @@ from uuid import UUID
 
 from django.db import connections
 
-from ..clock import Clock, system_clock
+from ..clock import Clock
 from ..crontask import TaskHandle, registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
 from ..drivers.cron import SCHEDULER_LEASE_KEY, TaskArm, TaskFire
-from ..drivers.postgres.sessions import recover
 from ..drivers.sessions import Session
 
 __all__ = ["Fired", "LeaderLease", "Scheduler", "SchedulerThread"]
@@ -109,7 +108,7 @@ class LeaderLease:
                 self.key, self.holder, ttl_ms=self.ttl_ms
             )
         except Exception as error:
-            if not recover(self.role, error):
+            if not self.driver.sessions.recover(self.role, error):
                 logger.warning(
                     "jobs.scheduler.round-failed",
                     extra={"holder": self.holder},
@@ -167,9 +166,7 @@ class Scheduler:
         role: Session | None = None,
     ) -> None:
         self.driver = driver or get_driver()
-        self.clock: Clock = (
-            clock if clock is not None else getattr(self.driver, "clock", system_clock)
-        )
+        self.clock: Clock = clock if clock is not None else self.driver.clock
         self.tasks = tasks
         self.lease = LeaderLease(
             self.driver, self.clock, holder=holder, ttl_ms=lease_ttl_ms, role=role
@@ -200,7 +197,7 @@ class Scheduler:
             try:
                 self._dispatch(handle, known, now)
             except Exception as error:
-                if not recover(self.lease.role, error):
+                if not self.driver.sessions.recover(self.lease.role, error):
                     logger.exception(
                         "jobs.task.round-failed", extra={"task": handle.name}
                     )
@@ -219,7 +216,7 @@ class Scheduler:
             try:
                 delay = self.tick()
             except Exception as error:
-                if not recover(self.lease.role, error):
+                if not self.driver.sessions.recover(self.lease.role, error):
                     logger.exception(
                         "jobs.scheduler.round-failed",
                         extra={"holder": self.lease.holder},

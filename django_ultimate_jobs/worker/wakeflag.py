@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import queue
 
-__all__ = ["WakeFlag"]
+from .backoff import IdleBackoff
+
+__all__ = ["ClaimWake", "WakeFlag"]
 
 
 class WakeFlag:
@@ -61,3 +63,21 @@ class WakeFlag:
                 self._tokens.get_nowait()
             except queue.Empty:
                 break
+
+
+class ClaimWake:
+    """What wakes the claim loop, and what a wake resets on the way.
+
+    Shared by the parts that bring rows or make room (the wake hub's NOTIFY,
+    the held attempts when a body ran or a settle landed, a stop request):
+    the flag the claim loop waits on, its idle backoff, and the instant
+    before which a capped worker skips the uncapped claim.
+    """
+
+    __slots__ = ("backoff", "flag", "uncapped_after")
+
+    def __init__(self, backoff: IdleBackoff) -> None:
+        self.flag = WakeFlag()
+        self.backoff = backoff
+        self.uncapped_after = 0.0
+        """Monotonic time before which a capped worker skips the uncapped claim."""

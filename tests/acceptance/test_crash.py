@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from django_ultimate_jobs.faults import AFTER_CLAIM_COMMIT
-from django_ultimate_jobs.worker.runner import DRAIN_CANCEL_MARGIN_S
+from django_ultimate_jobs.worker.lifecycle import DRAIN_CANCEL_MARGIN_S
 from tests.jobsapp.jobs import effect, hang, hang_two, slow
 from tests.jobsapp.models import Effect
 from tests.support.history import EffectRow, lease_overlaps

@@ -121,7 +121,7 @@ class Command(BaseCommand):
             # The scheduler runs once per host, in the parent, not per child.
             # The relay role too; children still publish their own commits.
             child = [*argv, "--processes", "1", "--no-scheduler", "--no-relay"]
-            with _scheduler(options, None), _relay(options, None):
+            with _scheduler(options), _relay(options, None):
                 code = Supervisor(child, processes, grace).run()
             sys.exit(code)
         worker = Worker(config)
@@ -152,7 +152,7 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            with _scheduler(options, worker), _relay(options, worker):
+            with _relay(options, worker):
                 worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
@@ -210,6 +210,7 @@ class Command(BaseCommand):
             max_jobs=options["max_jobs_per_process"],
             shutdown_deadline_ms=_deadline_ms(options["shutdown_deadline"]),
             wake=False if options["no_wake"] else None,
+            scheduler=not options["no_scheduler"],
         )
 
 
@@ -300,20 +301,19 @@ def _deadline_ms(seconds: float | None) -> int | None:
 
 
 @contextmanager
-def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
-    """Run the cron scheduler thread around the body, unless turned off."""
+def _scheduler(options: dict[str, Any]) -> Iterator[None]:
+    """The supervisor's own cron scheduler thread around the body, unless turned off.
+
+    A worker process runs its own (``WorkerConfig.scheduler``); the parent of
+    ``--processes N`` runs no worker, and its children run none.
+    """
     from ...crontask import registered_tasks
-    from ...drivers.sessions import Session
 
     # With no task declared there is nothing to lead: no lease traffic.
     if options["no_scheduler"] or not registered_tasks():
         yield
         return
-    role: Session
-    if worker is not None:
-        role = worker.role("schedule")
-    else:  # the supervisor's own scheduler: no worker in this process
-        role = get_driver().sessions.open("schedule", worker_id=new_worker_id())
+    role = get_driver().sessions.open("schedule", worker_id=new_worker_id())
     thread = SchedulerThread(Scheduler(role=role))
     thread.start()
     try:
