@@ -9,7 +9,9 @@ on short leases:
 - ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
   ``200ms``); an empty value keeps the package default (the wake test);
 - ``UJ_CLAIM_BATCH`` (default: the package's);
-- ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none).
+- ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
+- ``UJ_REDIS_URL`` and ``UJ_REDIS_PREFIX``: the Redis driver on that server
+  and key prefix (default: the PostgreSQL driver).
 """
 
 import json
@@ -36,6 +38,10 @@ def _timings() -> dict[str, object]:
         values["LIMITS"] = json.loads(os.environ["UJ_LIMITS"])
     if os.environ.get("UJ_CLAIM_BATCH"):
         values["CLAIM_BATCH"] = int(os.environ["UJ_CLAIM_BATCH"])
+    if os.environ.get("UJ_REDIS_URL"):
+        values["DRIVER"] = "redis"
+        values["REDIS_URL"] = os.environ["UJ_REDIS_URL"]
+        values["REDIS_PREFIX"] = os.environ["UJ_REDIS_PREFIX"]
     return values
 
 
