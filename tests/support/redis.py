@@ -45,6 +45,9 @@ def drop_prefix(url: str, prefix: str) -> None:
     import redis
 
     client = redis.Redis.from_url(url)
+    if int(client.info("cluster").get("cluster_enabled", 0)) == 1:
+        client.close()
+        client = redis.cluster.RedisCluster.from_url(url)
     try:
         for key in client.scan_iter(match=f"{prefix}:*", count=1000):
             client.delete(key)

@@ -69,16 +69,14 @@ class OperatorVerbs:
         """Depth per queue in six exclusive buckets, sorted by queue name."""
         store = self.store
         queues = store.queues()
-        pipe = store.conn().pipeline(transaction=False)
-        for queue in queues:
-            store.scripts.run(
-                "verbs",
-                store.layout.queue(queue),
-                ["stats", store.now_arg(), ""],
-                pipe,
-            )
+        answers = store.run_many(
+            [
+                ("verbs", store.layout.queue(q), ["stats", store.now_arg(), ""])
+                for q in queues
+            ]
+        )
         listed = []
-        for queue, answer in zip(queues, pipe.execute(), strict=True):
+        for queue, answer in zip(queues, answers, strict=True):
             counts = [int(n) for n in answer[:6]]
             if not any(counts):
                 continue
@@ -264,10 +262,10 @@ class OperatorVerbs:
         ]
         if where.states is not None and not where.states:
             return []
-        pipe = store.conn().pipeline(transaction=False)
-        for queue in queues:
-            store.scripts.run("scan", store.layout.queue(queue), args, pipe)
-        return list(zip(queues, pipe.execute(), strict=True))
+        answers = store.run_many(
+            [("scan", store.layout.queue(q), args) for q in queues]
+        )
+        return list(zip(queues, answers, strict=True))
 
     def list_jobs(
         self, where: JobFilter, *, before: UUID | None, limit: int

@@ -78,6 +78,17 @@ class RedisStore:
         """Run script ``name`` in the slot of ``prefix``."""
         return self.scripts.run(name, prefix, args, self.conn())
 
+    def run_many(self, calls: list[tuple[str, str, list[Any]]]) -> list[Any]:
+        """Run ``(script, prefix, args)`` calls in one round trip where the
+        server allows (a pipeline; a cluster pipeline refuses scripts, so
+        there they run one after the other)."""
+        if self.cluster:
+            return [self.run(name, prefix, args) for name, prefix, args in calls]
+        pipe = self.conn().pipeline(transaction=False)
+        for name, prefix, args in calls:
+            self.scripts.run(name, prefix, args, pipe)
+        return list(pipe.execute())
+
     def fleet(self, verb: str, *args: Any) -> Any:
         """Run a verb of ``lua/fleet.lua``."""
         return self.run("fleet", self.layout.fleet, [verb, self.now_arg(), *args])
@@ -187,12 +198,10 @@ class RedisStore:
         if queue is not None:
             return queue
         queues = self.queues()
-        pipe = self.conn().pipeline(transaction=False)
-        for queue in queues:
-            self.scripts.run(
-                "steps", self.layout.queue(queue), ["probe", str(run_id)], pipe
-            )
-        for queue, hit in zip(queues, pipe.execute(), strict=True):
+        hits = self.run_many(
+            [("steps", self.layout.queue(q), ["probe", str(run_id)]) for q in queues]
+        )
+        for queue, hit in zip(queues, hits, strict=True):
             if hit:
                 self.runs.put(run_id, queue)
                 return queue
