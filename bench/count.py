@@ -68,7 +68,9 @@ def count_plan(arguments: dict[str, Any]) -> str:
     """The plan of the count statement for these arguments."""
     from django.db import connection
 
-    from django_ultimate_jobs.drivers.postgres import _filter_params
+    from django_ultimate_jobs.drivers.postgres.params import (
+        filter_params as _filter_params,
+    )
     from django_ultimate_jobs.drivers.postgres.sql import query
     from django_ultimate_jobs.operator import job_filter
 

@@ -68,7 +68,7 @@ def test_after_a_session_zone_change_claimed_times_are_still_django_s(
 
 
 def test_a_claimed_job_is_the_dataclass_the_row_describes(transactional_db):
-    # ClaimedJob is built by rowbuild (slots set through their descriptors,
+    # ClaimedJob is built by rows.row_builder (slots set through descriptors,
     # not __init__): it must equal the one __init__ builds from the row, and
     # two empty inputs must be two dicts (a handler may mutate its input).
     handle = get_job("tests.noop")

@@ -68,3 +68,14 @@ def test_delayed_jobs_wait_for_the_clock():
 
 def teardown_module():
     unregister("tests.memory.record")
+
+
+def test_runjobs_refuses_the_memory_driver():
+    """A worker process would never see the jobs the memory driver holds."""
+    from django.core.management import CommandError, call_command
+
+    with override_settings(ULTIMATE_JOBS={"DRIVER": "memory"}):
+        for args in (["--burst"], ["--relay-only", "--burst"]):
+            with pytest.raises(CommandError, match="X_SETTINGS_INVALID") as refused:
+                call_command("runjobs", *args)
+            assert "'memory'" in str(refused.value)

@@ -48,15 +48,6 @@ class LeaseRecord:
 class LeaseStore(Protocol):
     """``driver.leases``: slots and locks. Proven by the conformance suite."""
 
-    @property
-    def database(self) -> str | None:
-        """The Django alias whose per-thread connection runs the statements.
-
-        ``None``: the store holds no connection (the memory driver). A lock
-        keeper names and resets that connection as its own role.
-        """
-        ...
-
     def acquire(
         self, key: str, limit: int, ttl_ms: int, holder: str
     ) -> HeldLease | None:

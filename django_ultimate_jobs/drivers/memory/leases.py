@@ -136,11 +136,6 @@ class MemoryLeases:
     def __init__(self, driver: MemoryDriver) -> None:
         self.driver = driver
 
-    @property
-    def database(self) -> None:
-        """No database connection: the rows live in this process."""
-        return None
-
     def acquire(
         self, key: str, limit: int, ttl_ms: int, holder: str
     ) -> HeldLease | None:

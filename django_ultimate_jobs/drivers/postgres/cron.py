@@ -78,7 +78,7 @@ class PostgresCron:
         )
         if not answer:
             return None
-        inserted = [row[0] for row in answer if row[0] is not None]
+        inserted = [job_id for job_id, _notified in answer if job_id is not None]
         return FireResult(inserted, len(rows) - len(inserted))
 
     def task_list(self) -> list[TaskRecord]:

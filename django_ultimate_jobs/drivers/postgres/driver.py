@@ -12,25 +12,20 @@ their own modules: ``cron`` (:mod:`.cron`), ``steps`` and ``events``
 
 from __future__ import annotations
 
-import re
 import threading
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, cast
 from uuid import UUID
 
 import psycopg
-from django.apps import apps
 from django.db import DatabaseError, IntegrityError, connections, transaction
 from psycopg.abc import Loader
 
 from ...clock import Clock, system_clock
 from ...errors import (
-    ClaimQueuesEmpty,
     DriverUnavailable,
     JobDuplicate,
     JobNotCancellable,
@@ -38,16 +33,11 @@ from ...errors import (
     JobNotPromotable,
     JobNotRemovable,
     JobNotRequeueable,
-    JobsTablesMissing,
 )
 from ...ids import uuid7
-from ...states import FINISHED_STATES, JobState, parse_state
-from ...validation import JsonRefused, json_text, storable, storable_text
+from ...states import FINISHED_STATES, parse_state
+from ...validation import storable
 from ..base import (
-    LEASE_LAPSED_FINAL_ATTEMPT,
-    LEASE_LAPSED_RECLAIMED,
-    LEASE_LAPSED_UNSTARTED,
-    MAX_ERROR_STACK_LENGTH,
     AckRequest,
     BulkResult,
     ClaimedJob,
@@ -71,15 +61,37 @@ from ..base import (
 from ..basedriver import BaseDriver
 from ..features import DriverFeatures
 from ..steps import step_not_found
+from .claims import PostgresClaims, claim_order
 from .cron import PostgresCron
+from .failures import coded_failure
 from .jsonb import dumps as _json
-from .jsonb import exact_floats
 from .jsonb import loads as _loads
 from .leases import PostgresLeases
 from .listener import WakeListener as PostgresListener
 from .maintenance import PostgresMaintenance
+from .params import (
+    array_literal,
+    bounded_stack,
+    dedupe,
+    filter_params,
+    input_text,
+    key_of,
+    many_row,
+    nack_outcome,
+    result_json,
+    storable_or_none,
+)
 from .prepare import EXPLICIT_PREPARE_ONLY, prepare_explicit_only
-from .rows import row_builder
+from .rows import (
+    CLAIM,
+    COUNTER_TOTAL_COLUMNS,
+    STATS_COLUMNS,
+    WORKER_COLUMNS,
+    claimed_keyed,
+    named,
+    record,
+    scalar,
+)
 from .sessions import PostgresConnectivity
 from .sql import query
 from .steps import PostgresEvents, PostgresSteps
@@ -102,12 +114,7 @@ _PSYCOPG_TZ_LOADER = cast(
     psycopg.adapters.get_loader(_TIMESTAMPTZ_OID, psycopg.pq.Format.TEXT),
 )
 """psycopg's own timestamptz loader (C with psycopg[binary]); see ``_fast_loaders``."""
-CAPPED_KEYS_PER_ROW = 4
-"""Keys with ready rows a capped claim visits per row it wants (a probe each)..."""
-CAPPED_KEYS_MIN = 16
-"""... and at least this many."""
-CAPPED_LATE_INTERVAL_S = 0.25
-"""How often a busy capped worker looks for due delayed and lapsed capped rows."""
+_ID, _STATE = CLAIM["id"], CLAIM["state"]
 
 
 class PostgresDriver(BaseDriver):
@@ -145,10 +152,7 @@ class PostgresDriver(BaseDriver):
             using, self.use_generic_plans_in_this_thread
         )
         self._generic_plan_threads: set[int] = set()
-        self._capped_after: dict[str, str] = {}
-        """Per worker id: the key its next capped claim's key scan starts after."""
-        self._capped_late_at: dict[str, float] = {}
-        """Per worker id: when its next claim runs job_claim_capped_late."""
+        self._claims = PostgresClaims(self)
         self._local = threading.local()
 
     @classmethod
@@ -276,7 +280,7 @@ class PostgresDriver(BaseDriver):
             "run_id": run_id,
             "name": request.name,
             "queue": request.queue,
-            "input": _input_text(request),
+            "input": input_text(request),
             "key": request.idempotency_key,
             "max_attempts": request.max_attempts,
             "priority": request.priority,
@@ -301,9 +305,9 @@ class PostgresDriver(BaseDriver):
                 if existing is not None:
                     return Enqueued(existing.id, existing.run_id, True)
             holders = self._live_holders([request])
-            holder = holders.get(_key_of(request))
+            holder = holders.get(key_of(request))
             if holder is not None:
-                return _dedupe(request, holder)
+                return dedupe(request, holder)
         raise DriverUnavailable(
             "an enqueue met a conflict twice but found no live holder of its key",
             fix="python manage.py migrate ultimate_jobs (the index and the lookup disagree)",
@@ -315,7 +319,7 @@ class PostgresDriver(BaseDriver):
             return []
         ids = [r.id or uuid7() for r in requests]
         rows = [
-            _many_row(index, job_id, r)
+            many_row(index, job_id, r)
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))
         ]
         statement = (
@@ -327,7 +331,10 @@ class PostgresDriver(BaseDriver):
         # A refusal under on_conflict="error" must leave nothing written, so
         # the batch then runs in its own (sub)transaction.
         with transaction.atomic(using=self.using) if strict else nullcontext():
-            inserted = {row[0] for row in self._rows(statement, {"rows": _json(rows)})}
+            inserted = {
+                job_id
+                for job_id, _notified in self._rows(statement, {"rows": _json(rows)})
+            }
             answers: list[Enqueued | None] = [
                 Enqueued(job_id, r.run_id or job_id, False)
                 if job_id in inserted
@@ -356,12 +363,12 @@ class PostgresDriver(BaseDriver):
                 if existing is not None:
                     answers[i] = Enqueued(existing.id, existing.run_id, True)
                     continue
-            holder = holders.get(_key_of(request))
+            holder = holders.get(key_of(request))
             if holder is None:
                 # The holder settled between the statements: insert alone.
                 answers[i] = self.enqueue(request)
             else:
-                answers[i] = _dedupe(request, holder)
+                answers[i] = dedupe(request, holder)
 
     def _live_holders(
         self, requests: Sequence[EnqueueRequest]
@@ -382,138 +389,9 @@ class PostgresDriver(BaseDriver):
     # -- claim and settle ----------------------------------------------------
 
     def claim(self, options: ClaimOptions) -> ClaimResult:
-        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts.
-
-        With ``options.capped``, up to that many rows carrying a concurrency
-        key are claimed first, each with a fleet-wide slot
-        (``job_claim_capped``, the first ``start_now`` recorded started), then the ``when_busy="fail"`` refusals
-        (``job_claim_busy``), then the rest of the limit goes to the uncapped
-        claim, which runs exactly as for a worker that declares no limit.
-        Capped first: their number is bounded by the slots, so they cannot
-        starve the uncapped rows, while an uncapped backlog would starve them.
-        """
-        if not options.queues:
-            raise ClaimQueuesEmpty("a claim named no queue")
-        if options.limit <= 0:
-            return ClaimResult([], [])
-        capped = self._claim_capped(options) if options.capped > 0 else []
-        limit = options.limit - len(capped)
-        if (limit <= 0 or not options.uncapped) and options.registry_ttl_ms is None:
-            return ClaimResult(capped, [])
-        started = retaken = 0
-        if capped:
-            started = sum(1 for job in capped if job.start_recorded)
-            retaken = sum(1 for job in capped if job.retaken)
-        retake = options.limit if options.retake is None else options.retake
-        rows = self._rows(
-            "job_claim",
-            {
-                "queues": list(options.queues),
-                "limit": max(limit, 0) if options.uncapped else 0,
-                "worker": options.worker_id,
-                "visibility_ms": options.visibility_ms,
-                "relapsed_error": LEASE_LAPSED_RECLAIMED,
-                "unstarted_error": LEASE_LAPSED_UNSTARTED,
-                "ttl": options.registry_ttl_ms,
-                "start_now": max(options.start_now - started, 0),
-                "retake": max(retake - retaken, 0),
-                **_tenant_skip(options),
-            },
-        )
-        claimed = capped + [_claimed(row) for row in rows if row[9] == "running"]
-        exhausted = [row[0] for row in rows if row[9] == "exhausted"]
-        buried: list[JobRecord] = []
-        if exhausted:
-            # Rare: a final attempt's lease lapsed after its start was known.
-            buried = [
-                _record(row)
-                for row in self._rows(
-                    "job_bury",
-                    {
-                        "ids": exhausted,
-                        "drop": sorted(options.drop_exhausted),
-                        "error": LEASE_LAPSED_FINAL_ATTEMPT,
-                    },
-                )
-            ]
-        return ClaimResult(claimed, buried)
-
-    def _claim_capped(self, options: ClaimOptions) -> list[ClaimedJob]:
-        params: dict[str, Any] = {
-            "queues": list(options.queues),
-            "limit": options.limit,
-            "worker": options.worker_id,
-            "visibility_ms": options.visibility_ms,
-            **_tenant_skip(options),
-        }
-        limit = min(options.capped, options.limit)
-        # The key scan takes turns around the keys (see job_claim_capped):
-        # after the last key this worker's previous claim took, and from the
-        # first key again when that came up short.
-        after = self._capped_after.get(options.worker_id, "")
-        claimed = self._capped_rows(params, limit, options.start_now, after)
-        if len(claimed) < limit and after:
-            claimed += self._capped_rows(
-                params,
-                limit - len(claimed),
-                max(options.start_now - len(claimed), 0),
-                "",
-            )
-        taken = [job.concurrency_key or "" for job in claimed]
-        self._capped_after[options.worker_id] = max(taken, default="")
-        if len(claimed) < limit and self._late_due(options.worker_id, not claimed):
-            claimed += self._capped_rows(
-                {
-                    **params,
-                    "retake": options.limit
-                    if options.retake is None
-                    else options.retake,
-                },
-                limit - len(claimed),
-                max(options.start_now - len(claimed), 0),
-                None,
-            )
-        room = limit - len(claimed)
-        if options.refuse_busy and room > 0:
-            refused = self._rows(
-                "job_claim_busy",
-                {**params, "limit": room, "names": sorted(options.refuse_busy)},
-            )
-            claimed += [replace(_claimed(row), key_busy=True) for row in refused]
-        return claimed
-
-    def _late_due(self, worker_id: str, found_nothing: bool) -> bool:
-        # job_claim_capped_late reads rows that are rarely there: on a claim
-        # that found nothing else, or once per CAPPED_LATE_INTERVAL_S.
-        now = time.monotonic()
-        if found_nothing or now >= self._capped_late_at.get(worker_id, 0.0):
-            self._capped_late_at[worker_id] = now + CAPPED_LATE_INTERVAL_S
-            return True
-        return False
-
-    def _capped_rows(
-        self, params: dict[str, Any], limit: int, start_now: int, after: str | None
-    ) -> list[ClaimedJob]:
-        # after None: the late statement (timers and lapses), else the key scan.
-        scan = {
-            "keys": max(CAPPED_KEYS_MIN, limit * CAPPED_KEYS_PER_ROW),
-            "after": after,
-        }
-        rows = self._rows(
-            "job_claim_capped" if after is not None else "job_claim_capped_late",
-            {
-                **params,
-                **(scan if after is not None else {}),
-                "limit": limit,
-                "start_now": start_now,
-                "relapsed_error": LEASE_LAPSED_RECLAIMED,
-                "unstarted_error": LEASE_LAPSED_UNSTARTED,
-            },
-        )
-        # UPDATE ... RETURNING answers in the order it found the rows: claim
-        # order again (priority desc, run_at, id), as job_claim sorts.
-        rows.sort(key=lambda row: (-row[8], row[19], row[0]))
-        return [_claimed(row) for row in rows]
+        """Claim due jobs; re-take lapsed leases; bury lapsed final attempts
+        (:meth:`.claims.PostgresClaims.claim`)."""
+        return self._claims.claim(options)
 
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
         """Settle successful attempts, one statement per worker; answers in order."""
@@ -534,7 +412,7 @@ class PostgresDriver(BaseDriver):
         landed: set[int] = set()
         claimed: list[ClaimedJob] = []
         for worker, batch in by_worker.items():
-            results = [(r.job_id, _result_json(r.result)) for r in batch]
+            results = [(r.job_id, result_json(r.result)) for r in batch]
             results = [(job_id, text) for job_id, text in results if text is not None]
             params: dict[str, Any] = {
                 "worker": worker,
@@ -548,7 +426,7 @@ class PostgresDriver(BaseDriver):
             room = 0 if handover is None else handover.limit - len(claimed)
             if handover is None or worker != handover.worker_id or room <= 0:
                 rows = self._rows("job_ack_many", params)
-                landed.update(row[0].int for row in rows)
+                landed.update(job_id.int for (job_id,) in rows)
                 continue
             rows = self._rows(
                 "job_ack_many_handover",
@@ -560,10 +438,12 @@ class PostgresDriver(BaseDriver):
                     "release": list(handover.release),
                 },
             )
-            landed.update(row[0].int for row in rows if row[9] == "done")
-            heirs = [row for row in rows if row[9] == "running"]
-            heirs.sort(key=lambda row: (-row[8], row[19], row[0]))
-            claimed += [_claimed(row) for row in heirs]
+            # The settled rows (state "done") and the heirs claimed for them
+            # (state "running") come in one result, both as CLAIM_COLUMNS.
+            landed.update(row[_ID].int for row in rows if row[_STATE] == "done")
+            heirs = [row for row in rows if row[_STATE] == "running"]
+            heirs.sort(key=claim_order)
+            claimed += [claimed_keyed(row) for row in heirs]
         # Compared as integers: UUID.__hash__ is Python code, two per acked
         # job here (the settler thread's share of a no-op job).
         return [r.job_id.int in landed for r in requests], claimed
@@ -584,9 +464,9 @@ class PostgresDriver(BaseDriver):
                 # An exception's message is the app's text: a NUL or a lone
                 # surrogate in it must not fail the settle (the job would
                 # stay running until its lease lapsed, then run again).
-                "error": _storable(request.error),
-                "stack": _storable(_bounded_stack(request.stack)),
-                "outcome": _nack_outcome(request),
+                "error": storable_or_none(request.error),
+                "stack": storable_or_none(bounded_stack(request.stack)),
+                "outcome": nack_outcome(request),
                 "duration_ms": request.duration_ms,
             },
         )
@@ -611,7 +491,10 @@ class PostgresDriver(BaseDriver):
                 "visibility_ms": visibility_ms,
             },
         )
-        return Renewed((row[0] for row in rows), (row[0] for row in rows if not row[1]))
+        return Renewed(
+            (job_id for job_id, _slot_held in rows),
+            (job_id for job_id, slot_held in rows if not slot_held),
+        )
 
     def mark_started(self, job_id: UUID, identity: ClaimIdentity) -> bool:
         """Record that this claim's body starts now; fenced. True if it landed."""
@@ -641,23 +524,14 @@ class PostgresDriver(BaseDriver):
     def stats(self) -> list[QueueStats]:
         """Depth per queue in six exclusive buckets, sorted by queue name."""
         return [
-            QueueStats(
-                queue=row[0],
-                ready=row[1],
-                delayed=row[2],
-                running=row[3],
-                suspended=row[4],
-                failed=row[5],
-                dead=row[6],
-                oldest_ready_ms=row[7],
-            )
+            QueueStats(**named(STATS_COLUMNS, row))
             for row in self._rows("job_stats", {})
         ]
 
     def get(self, job_id: UUID) -> JobRecord | None:
         """Return one job row, or ``None``."""
         rows = self._rows("job_get", {"id": job_id})
-        return _record(rows[0]) if rows else None
+        return record(rows[0]) if rows else None
 
     # -- operator verbs ------------------------------------------------------
 
@@ -680,7 +554,7 @@ class PostgresDriver(BaseDriver):
             ) from error
         if not rows:
             raise JobNotFound("no job has that id", meta={"id": str(job_id)})
-        state, moved, holder, step_known, run_id = rows[0][:5]
+        state, moved, holder, step_known, run_id, _dropped, _woke = rows[0]
         if moved:
             record = self.get(job_id)
             assert record is not None
@@ -704,7 +578,7 @@ class PostgresDriver(BaseDriver):
         rows = self._rows("job_promote", {"id": job_id})
         if not rows:
             raise JobNotFound("no job has that id", meta={"id": str(job_id)})
-        state, moved = rows[0][0], rows[0][1]
+        state, moved, _woke = rows[0]
         if not moved:
             raise JobNotPromotable(
                 f"the job is {parse_state(state).value}, not waiting on its run time",
@@ -721,7 +595,7 @@ class PostgresDriver(BaseDriver):
             raise JobNotCancellable(
                 "the job is finished or unknown", meta={"id": str(job_id)}
             )
-        return _record(rows[0])
+        return record(rows[0])
 
     def remove(self, job_id: UUID) -> bool:
         """Delete a job that is not running, with its steps."""
@@ -738,16 +612,16 @@ class PostgresDriver(BaseDriver):
         self, where: JobFilter, *, before: UUID | None, limit: int
     ) -> list[JobRecord]:
         """One page of jobs, newest first, after ``before``."""
-        params = {**_filter_params(where), "before": before, "limit": limit}
+        params = {**filter_params(where), "before": before, "limit": limit}
         if where.states is None:
             params["states"] = None
         # Unprepared: each call's filters get their own plan.
-        return [_record(row) for row in self._rows("job_list", params, prepare=False)]
+        return [record(row) for row in self._rows("job_list", params, prepare=False)]
 
     def count(self, where: JobFilter) -> int:
         """How many jobs match ``where`` (one ``count(*)``)."""
         # Unprepared, like the listing: the states asked for pick the index.
-        return int(self._rows("job_count", _filter_params(where), prepare=False)[0][0])
+        return int(scalar(self._rows("job_count", filter_params(where), prepare=False)))
 
     def requeue_many(self, where: JobFilter, *, limit: int) -> BulkResult:
         """Requeue up to ``limit`` finished rows, oldest first."""
@@ -762,21 +636,15 @@ class PostgresDriver(BaseDriver):
         return self._bulk("job_promote_many", where, limit)
 
     def _bulk(self, name: str, where: JobFilter, limit: int) -> BulkResult:
-        params = {**_filter_params(where), "limit": limit}
-        row = self._rows(name, params, prepare=False)[0]
-        return BulkResult(affected=int(row[0]), remaining=int(row[1]))
+        params = {**filter_params(where), "limit": limit}
+        # affected, remaining, and what came with them (woken queues, steps).
+        ((affected, remaining, _with),) = self._rows(name, params, prepare=False)
+        return BulkResult(affected=int(affected), remaining=int(remaining))
 
     def counter_totals(self, since: datetime) -> list[CounterTotal]:
         """Per job name, the counter buckets from ``since`` on, summed."""
         return [
-            CounterTotal(
-                job=row[0],
-                done=row[1],
-                retried=row[2],
-                failed=row[3],
-                dead=row[4],
-                duration_ms=row[5],
-            )
+            CounterTotal(**named(COUNTER_TOTAL_COLUMNS, row))
             for row in self._rows("counter_totals", {"since": since})
         ]
 
@@ -825,72 +693,19 @@ class PostgresDriver(BaseDriver):
 
     def workers(self) -> list[WorkerRecord]:
         """Live workers sorted by id; lapsed rows are deleted by the read."""
-        return [
-            WorkerRecord(
-                id=row[0],
-                host=row[1],
-                pid=row[2],
-                queues=_loads(row[3]),
-                concurrency=row[4],
-                in_flight=_loads(row[5]),
-                started_at=row[6],
-                heartbeat_at=row[7],
-                expires_at=row[8],
-            )
-            for row in self._rows("worker_list", {})
-        ]
+        workers = []
+        for row in self._rows("worker_list", {}):
+            worker = named(WORKER_COLUMNS, row)
+            worker["queues"] = _loads(worker["queues"])
+            worker["in_flight"] = _loads(worker["in_flight"])
+            workers.append(WorkerRecord(**worker))
+        return workers
 
     def close(self) -> None:
         """Nothing to release: connections belong to Django."""
 
 
 # -- row decoding -------------------------------------------------------------
-
-
-def coded_failure(using: str, error: DatabaseError) -> Exception | None:
-    """The coded error for a statement that failed for a known reason, or None."""
-    cause = error.__cause__
-    if isinstance(cause, psycopg.errors.ReadOnlySqlTransaction):
-        return DriverUnavailable(
-            "the jobs database refuses writes (a read-only standby, or "
-            "default_transaction_read_only is on); nothing was written",
-            fix="point ULTIMATE_JOBS['DATABASE'] at the primary, or turn "
-            "default_transaction_read_only off",
-        )
-    missing = _missing_jobs_table(error)
-    return None if missing is None else _tables_missing(using, missing)
-
-
-_UNDEFINED_TABLE = re.compile(r'relation "(ultimate_jobs_\w+)" does not exist')
-
-
-def _missing_jobs_table(error: DatabaseError) -> str | None:
-    """The jobs table a failed statement did not find, or None."""
-    cause = error.__cause__
-    if not isinstance(cause, psycopg.errors.UndefinedTable):
-        return None
-    found = _UNDEFINED_TABLE.search(str(cause))
-    return found.group(1) if found else None
-
-
-def _tables_missing(using: str, table: str) -> JobsTablesMissing:
-    meta = {"table": table, "database": using}
-    # Before django.setup() the registry cannot tell: say "migrate".
-    if apps.apps_ready and not apps.is_installed("django_ultimate_jobs"):
-        return JobsTablesMissing(
-            f'the jobs table {table} does not exist: "django_ultimate_jobs" is not '
-            "in INSTALLED_APPS, so migrate never created it",
-            fix='add "pgtrigger" and "django_ultimate_jobs" to INSTALLED_APPS, '
-            "then run python manage.py migrate",
-            meta=meta,
-        )
-    database = "" if using == "default" else f" --database {using}"
-    return JobsTablesMissing(
-        f"the jobs table {table} does not exist in the database {using!r}: "
-        "the django_ultimate_jobs migrations have not run there",
-        fix=f"python manage.py migrate ultimate_jobs{database}",
-        meta=meta,
-    )
 
 
 def _fast_loaders(connection: Any, cursor: psycopg.Cursor[Any]) -> None:
@@ -902,214 +717,3 @@ def _fast_loaders(connection: Any, cursor: psycopg.Cursor[Any]) -> None:
     # tzinfo object), so this cursor uses it; any other zone keeps Django's.
     if connection.timezone is UTC and cursor.connection.info.timezone is UTC:
         cursor.adapters.register_loader(_TIMESTAMPTZ_OID, _PSYCOPG_TZ_LOADER)
-
-
-def array_literal(values: Sequence[UUID | int]) -> str:
-    """A PostgreSQL array literal of uuids or integers, for a ``::type[]`` cast.
-
-    psycopg dumps a Python list element by element in Python; one string of
-    values that need no quoting is a single dump. Only for uuids and ints.
-    """
-    return "{" + ",".join(map(str, values)) + "}"
-
-
-def _result_json(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        # UTF-8 refuses lone surrogates at the bind, jsonb refuses NUL, and a
-        # deep enough value fails to encode: each would fail the whole ack
-        # (the job would re-run), so such a result is dropped like any
-        # other that is not JSON-safe.
-        text = json_text(value, exact=False)
-    except JsonRefused:
-        return None
-    return exact_floats(text)  # whole floats past 1e16 stay floats (see .jsonb)
-
-
-def _storable(text: str | None) -> str | None:
-    return None if text is None else storable_text(text)
-
-
-def _bounded_stack(stack: str | None) -> str | None:
-    if stack is None or len(stack) <= MAX_ERROR_STACK_LENGTH:
-        return stack
-    return stack[-MAX_ERROR_STACK_LENGTH:]
-
-
-def _nack_outcome(request: NackRequest) -> str | None:
-    state = nack_state(request)
-    if state.value == "dead":
-        return "dead"
-    if state.value == "failed":
-        return "failed"
-    if state.value == "ready" and request.counts_as_attempt:
-        return "retried"
-    return None
-
-
-def _filter_params(where: JobFilter) -> dict[str, Any]:
-    states = where.states if where.states is not None else frozenset(JobState)
-    return {
-        "states": sorted(state.value for state in states),
-        "queue": where.queue,
-        "name": where.name,
-        "tenant": where.tenant_id,
-        "id_min": where.id_min,
-        "id_max": where.id_max,
-        "created_from": where.created_from,
-        "created_to": where.created_to,
-        "error_code": where.error_code,
-    }
-
-
-def _many_row(index: int, job_id: UUID, request: EnqueueRequest) -> dict[str, Any]:
-    """One row of job_enqueue_many's JSON array; what is unset stays out."""
-    row = {
-        "ord": index,
-        "id": str(job_id),
-        "name": request.name,
-        "queue": request.queue,
-        "input": request.input,
-        "max_attempts": request.max_attempts,
-        "priority": request.priority,
-    }
-    if request.id is not None:
-        row["caller_id"] = True
-    if request.run_id is not None:
-        row["run_id"] = str(request.run_id)
-    if request.idempotency_key is not None:
-        row["idempotency_key"] = request.idempotency_key
-    if request.run_at is not None:
-        row["run_at"] = request.run_at.isoformat()
-    if request.delay_ms:
-        row["delay_ms"] = request.delay_ms
-    if request.tenant_id is not None:
-        row["tenant_id"] = request.tenant_id
-    if request.enqueued_by is not None:
-        row["enqueued_by"] = request.enqueued_by
-    if request.traceparent is not None:
-        row["traceparent"] = request.traceparent
-    if request.concurrency_key is not None:
-        row["concurrency_key"] = request.concurrency_key
-        row["concurrency_limit"] = request.concurrency_limit
-    return row
-
-
-def _tenant_skip(options: ClaimOptions) -> dict[str, Any]:
-    """The claim_tenant_open fragment's parameters: the full tenants, and
-    whether the bucket of jobs without a tenant still has room."""
-    return {
-        "skip": [t for t in options.skip_tenants if t is not None],
-        "untenanted": None not in options.skip_tenants,
-    }
-
-
-def _input_text(request: EnqueueRequest) -> str:
-    """The input's jsonb text: the enqueue's checked JSON when it came along
-    (made exact for jsonb's numbers, a scan of the text), else encoded here."""
-    if request.input_json is not None:
-        return exact_floats(request.input_json)
-    return _json(request.input)
-
-
-def _key_of(request: EnqueueRequest) -> tuple[str, str, str]:
-    return (request.name, request.tenant_id or "", request.idempotency_key or "")
-
-
-def _dedupe(request: EnqueueRequest, holder: tuple[UUID, UUID]) -> Enqueued:
-    if request.on_conflict == "error":
-        raise JobDuplicate(
-            f"a live {request.name} job already holds this idempotency key",
-            fix=f"python manage.py jobs show {holder[0]}  (or on_conflict='dedupe')",
-            meta={"holder": str(holder[0]), "job": request.name},
-        )
-    return Enqueued(holder[0], holder[1], True)
-
-
-def _record(row: Sequence[Any]) -> JobRecord:
-    return JobRecord(
-        id=row[0],
-        name=row[1],
-        queue=row[2],
-        input=_loads(row[3]),
-        idempotency_key=row[4],
-        run_id=row[5],
-        attempt=row[6],
-        max_attempts=row[7],
-        priority=row[8],
-        state=parse_state(row[9]),
-        run_at=row[10],
-        created_at=row[11],
-        updated_at=row[12],
-        tenant_id=row[13],
-        last_error=row[14],
-        last_error_stack=row[15],
-        progress=_loads(row[16]),
-        claimed_by=row[17],
-        claims=row[18],
-        visible_at=row[19],
-        enqueued_by=row[20],
-        traceparent=row[21],
-        claimed_at=row[22],
-        result=_loads(row[23]),
-        history=_loads(row[24]),
-    )
-
-
-def _claimed_input(value: Any) -> Any:
-    # Most jobs take no arguments: their stored input is "{}", decoded here
-    # without the JSON parser (a fresh dict each time: handlers may mutate it).
-    return {} if value == "{}" else _loads(value)
-
-
-# The job_claim projection: id, name, queue, input, idempotency_key,
-# run_id, attempt, max_attempts, priority, state, tenant_id, claimed_by,
-# claims, visible_at, enqueued_by, traceparent, claimed_at, retaken,
-# start_recorded (state, 9, is read by the caller).
-_CLAIMED_COLUMNS = {
-    "id": 0,
-    "name": 1,
-    "queue": 2,
-    "input": 3,
-    "idempotency_key": 4,
-    "run_id": 5,
-    "attempt": 6,
-    "max_attempts": 7,
-    "priority": 8,
-    "tenant_id": 10,
-    "claimed_by": 11,
-    "claims": 12,
-    "visible_at": 13,
-    "enqueued_by": 14,
-    "traceparent": 15,
-    "claimed_at": 16,
-    "retaken": 17,
-    "start_recorded": 18,
-}
-
-_claimed_plain = row_builder(
-    ClaimedJob,
-    _CLAIMED_COLUMNS,
-    decode={"input": _claimed_input},
-)
-"""A ``ClaimedJob`` from a job_claim row (see ``rowbuild``: ~1 us, not ~4)."""
-
-_claimed_keyed = row_builder(
-    ClaimedJob,
-    {**_CLAIMED_COLUMNS, "concurrency_key": 20},
-    decode={"input": _claimed_input},
-)
-"""The same from a capped claim's row, which adds the concurrency key (20)."""
-
-
-def _claimed(row: Sequence[Any]) -> ClaimedJob:
-    return (_claimed_keyed if len(row) > 20 else _claimed_plain)(row)
-
-
-if TYPE_CHECKING:
-    from ..base import JobDriver
-
-    def _keeps_the_contract(driver: PostgresDriver) -> JobDriver:
-        # mypy holds the class to every verb and role of the contract.
-        return driver

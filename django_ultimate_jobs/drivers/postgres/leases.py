@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..leases import HeldLease, LeaseRecord
+from .rows import scalar
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -30,11 +31,6 @@ class PostgresLeases:
 
     def __init__(self, driver: PostgresDriver) -> None:
         self.driver = driver
-
-    @property
-    def database(self) -> str:
-        """The Django alias the statements run on."""
-        return self.driver.using
 
     def _rows(self, name: str, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         return self.driver._rows(name, params, filename=_FILE)
@@ -70,11 +66,11 @@ class PostgresLeases:
 
     def held(self, key: str) -> int:
         """How many live slots ``key`` has."""
-        return int(self._rows("lease_held", {"key": key})[0][0])
+        return int(scalar(self._rows("lease_held", {"key": key})))
 
     def holders(self, key: str) -> list[str]:
         """The live holders of ``key`` in slot order."""
-        return [row[0] for row in self._rows("lease_holders", {"key": key})]
+        return [holder for (holder,) in self._rows("lease_holders", {"key": key})]
 
     def evict(self, key: str) -> list[LeaseRecord]:
         """Delete every row of ``key``; answer them (see ``LeaseStore.evict``)."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections, transaction
 
 from ..maintenance import FinishedKind
+from .rows import scalar
 from .sql import query
 
 if TYPE_CHECKING:
@@ -49,26 +50,28 @@ class PostgresMaintenance:
 
     def purge_events(self, now: datetime, *, limit: int) -> int:
         """One batch of ``event_retention``."""
-        return delete_batch(self.driver.using, "event_retention", {"now": now}, limit)[
-            0
-        ]
+        events, _ = delete_batch(
+            self.driver.using, "event_retention", {"now": now}, limit
+        )
+        return events
 
     def purge_locks(self, before: datetime, *, limit: int) -> int:
         """One batch of ``lock_lease_retention``."""
-        return delete_batch(
+        locks, _ = delete_batch(
             self.driver.using, "lock_lease_retention", {"before": before}, limit
-        )[0]
+        )
+        return locks
 
     def drop_counters(self, now: datetime) -> int:
         """``counter_drop_hours`` as of ``now``, in its own transaction."""
         using = self.driver.using
         with transaction.atomic(using=using), connections[using].cursor() as cursor:
             cursor.execute(query("counter_drop_hours"), {"now": now})
-            return int(cursor.fetchone()[0])
+            return int(scalar(cursor.fetchall()))
 
     def rollup_counters(self) -> int:
         """Fold counter tiers; answers how many buckets moved."""
-        return sum(int(self.driver._rows(name, {})[0][0]) for name in _ROLLUP)
+        return sum(int(scalar(self.driver._rows(name, {}))) for name in _ROLLUP)
 
 
 def delete_batch(

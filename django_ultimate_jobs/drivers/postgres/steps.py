@@ -14,6 +14,7 @@ from ...ids import uuid7
 from ..steps import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
 from .jsonb import dumps as _dumps
 from .jsonb import loads as _loads
+from .rows import EVENT_COLUMNS, STEP_COLUMNS, named, scalar
 
 if TYPE_CHECKING:
     from .driver import PostgresDriver
@@ -33,30 +34,17 @@ class PostgresSteps:
         """Every step of ``run_id`` by name."""
         records = {}
         for row in self.driver._rows("step_list", {"run_id": run_id}):
-            if row[1] not in STEP_STATUSES:
+            step = named(STEP_COLUMNS, row)
+            if step["status"] not in STEP_STATUSES:
                 # Never read an unknown status as "not completed": that
                 # would run a completed step again.
                 raise JobRowStatusUnknown(
-                    f"step {row[0]!r} is in status {row[1]!r}, which this version "
-                    "does not know",
-                    meta={"status": row[1]},
+                    f"step {step['name']!r} is in status {step['status']!r}, which "
+                    "this version does not know",
+                    meta={"status": step["status"]},
                 )
-            records[row[0]] = StepRecord(
-                run_id=run_id,
-                name=row[0],
-                status=row[1],
-                output=_loads(row[2]),
-                error=row[3],
-                attempts=row[4],
-                started_at=row[5],
-                completed_at=row[6],
-                wake_at=row[7],
-                event=row[8],
-                correlation_key=row[9],
-                snapshot=row[10],
-                cursor_at=row[11],
-                cursor_id=row[12],
-            )
+            step["output"] = _loads(step["output"])
+            records[step["name"]] = StepRecord(run_id=run_id, **step)
         return records
 
     def put(self, record: StepRecord, fence: StepFence | None) -> None:
@@ -103,7 +91,7 @@ class PostgresEvents:
 
     def mark(self) -> WaitMark:
         """The snapshot and statement time a new wait begins under."""
-        snapshot, at = self.driver._rows("event_mark", {})[0]
+        ((snapshot, at),) = self.driver._rows("event_mark", {})
         return WaitMark(snapshot, at)
 
     def publish(
@@ -116,7 +104,7 @@ class PostgresEvents:
         """
         event_id = uuid7()
         text = _dumps(payload)
-        row = self.driver._rows(
+        ((published_id, published_at, expires_at, _woken),) = self.driver._rows(
             "event_publish",
             {
                 "id": event_id,
@@ -125,19 +113,19 @@ class PostgresEvents:
                 "key": key,
                 "ttl_ms": ttl_ms,
             },
-        )[0]
+        )
         connection = connections[self.driver.using]
         if connection.in_atomic_block:
             transaction.on_commit(
                 lambda: self._wake_after_commit(name, key), using=self.driver.using
             )
         return EventRecord(
-            id=row[0],
+            id=published_id,
             name=name,
             payload=json.loads(text),
             correlation_key=key,
-            published_at=row[1],
-            expires_at=row[2],
+            published_at=published_at,
+            expires_at=expires_at,
         )
 
     def _wake_after_commit(self, name: str, key: str | None) -> None:
@@ -162,15 +150,9 @@ class PostgresEvents:
         )
         if not rows:
             return None
-        row = rows[0]
-        return EventRecord(
-            id=row[0],
-            name=row[1],
-            payload=_loads(row[2]),
-            correlation_key=row[3],
-            published_at=row[4],
-            expires_at=row[5],
-        )
+        event = named(EVENT_COLUMNS, rows[0])
+        event["payload"] = _loads(event["payload"])
+        return EventRecord(**event)
 
     def wake_waiting(self, job_id: UUID, step: str) -> bool:
         """Make a job parked on ``step`` due now if an event already matches."""
@@ -178,4 +160,4 @@ class PostgresEvents:
 
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
-        return int(self.driver._rows("event_purge", {})[0][0])
+        return int(scalar(self.driver._rows("event_purge", {})))

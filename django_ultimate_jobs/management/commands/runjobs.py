@@ -18,6 +18,7 @@ from django.utils.autoreload import get_child_arguments
 
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
+from ...drivers import get_driver
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
@@ -100,6 +101,7 @@ class Command(BaseCommand):
                 ).render()
             )
         try:
+            _refuse_an_unshared_driver()
             if options["relay_only"]:
                 _refuse_with_relay_only(options)
                 outbox_database()  # a relay needs it: refused before it starts
@@ -238,6 +240,24 @@ def _refuse_with_relay_only(options: dict[str, Any]) -> None:
         )
 
 
+def _refuse_an_unshared_driver() -> None:
+    """Refuse a driver whose jobs live in one process (``features.shared_across_processes``).
+
+    A ``runjobs`` process of its own would never see a job another process
+    enqueued: it would sit idle while the jobs wait.
+    """
+    driver = get_driver()
+    if not driver.features.shared_across_processes:
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS['DRIVER'] is {jobs_settings().driver!r}, whose jobs live "
+            "in one process: a runjobs process would never see the jobs your other "
+            "processes enqueue",
+            fix="run workers with a driver other processes share (DRIVER "
+            "'postgres'); in tests, run_jobs() runs the jobs in the test's process",
+            meta={"driver": driver.name},
+        )
+
+
 _QUEUES_FIX = (
     "pass comma-separated queue names without spaces, e.g. --queues default,emails "
     "(or leave --queues out to serve ULTIMATE_JOBS['QUEUES'])"
@@ -283,7 +303,6 @@ def _deadline_ms(seconds: float | None) -> int | None:
 def _scheduler(options: dict[str, Any], worker: Worker | None) -> Iterator[None]:
     """Run the cron scheduler thread around the body, unless turned off."""
     from ...crontask import registered_tasks
-    from ...drivers import get_driver
     from ...drivers.sessions import Session
 
     # With no task declared there is nothing to lead: no lease traffic.

@@ -168,8 +168,13 @@ WITH @ack_settled
 )
 SELECT * FROM claimed
 UNION ALL
-SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'done', NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL
+-- A settled row answers its id and the state 'done' in the heirs' columns
+-- (CLAIM_COLUMNS in drivers/postgres/rows.py); the rest stay empty.
+SELECT id, NULL AS name, NULL AS queue, NULL AS input, NULL AS idempotency_key,
+       NULL AS run_id, NULL AS attempt, NULL AS max_attempts, NULL AS priority,
+       'done' AS state, NULL AS tenant_id, NULL AS claimed_by, NULL AS claims,
+       NULL AS visible_at, NULL AS enqueued_by, NULL AS traceparent, NULL AS claimed_at,
+       NULL AS retaken, NULL AS start_recorded, NULL AS run_at, NULL AS concurrency_key
   FROM settled;
 
 
@@ -397,7 +402,11 @@ WITH clock AS MATERIALIZED (
 SELECT * FROM claimed
 UNION ALL
 -- An exhausted row comes back as its id and 'exhausted' only: the driver
--- buries it (job_bury).
+-- buries it (job_bury). The columns are the claimed rows' (CLAIM_COLUMNS in
+-- drivers/postgres/rows.py, concurrency_key aside): id, then NULL for name
+-- ... priority, 'exhausted' as the state, NULL for tenant_id ...
+-- start_recorded, and run_at. (Not spelled as aliases: psycopg caches a
+-- statement's placeholder conversion only up to 4,096 bytes.)
 SELECT p.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'exhausted',
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, p.run_at
   FROM picked p WHERE p.lapsed = 2
