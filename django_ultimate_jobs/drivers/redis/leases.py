@@ -30,11 +30,6 @@ class RedisLeases:
     def __init__(self, store: RedisStore) -> None:
         self.store = store
 
-    @property
-    def database(self) -> None:
-        """No Django database: the rows are in Redis."""
-        return None
-
     def _call(self, key: str, verb: str, *args: Any, home: str | None = None) -> Any:
         store = self.store
         where = home or store.lease_home_if_any(key) or "l"
