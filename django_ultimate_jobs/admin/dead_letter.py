@@ -20,6 +20,7 @@ from .. import operator
 from ..errors import JobsError
 from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .storage import tables_elsewhere
 
 __all__ = ["view"]
 
@@ -43,6 +44,11 @@ def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     require(request, "view_job")
     if request.method == "POST":
         return _retry_group(model_admin, request)
+    elsewhere = tables_elsewhere(
+        model_admin, request, "Dead letters", "python manage.py jobs ls --state dead"
+    )
+    if elsewhere is not None:
+        return elsewhere
     dead = Job.objects.filter(state="dead")
     groups = (
         dead.annotate(code=_code())
