@@ -171,3 +171,28 @@ def test_a_fresh_driver_finds_a_job_by_id_alone(redis_driver, redis_url, prefix)
         assert row.run_at - row.created_at == timedelta(seconds=1)
     finally:
         other.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_retention_purges_finished_rows_and_the_published_outbox(redis_driver):
+    """The retention job's sweep runs on Redis: finished rows past their
+    window go, live ones stay; published outbox messages (the Redis driver
+    stages enqueues inside transactions) go too."""
+    from datetime import UTC, datetime
+
+    from django_ultimate_jobs.maintenance.retention import sweep_retention
+
+    with transaction.atomic():
+        staged = noop.enqueue(n=1).id
+    publish_outbox()
+    done = noop.enqueue(n=2)
+    run_jobs(driver=redis_driver, queues=["default"])
+    assert {redis_driver.get(i).state for i in (staged, done.id)} == {"done"}
+    live = redis_driver.enqueue(
+        EnqueueRequest(name="redis.live", input={}, delay_ms=10**9)
+    )
+    report = sweep_retention(datetime.now(UTC) + timedelta(days=400))
+    assert (report["done"], report["outbox"]) == (2, 1)
+    assert redis_driver.get(done.id) is None and redis_driver.get(staged) is None
+    assert redis_driver.get(live.id).state == "delayed"
+    assert OutboxMessage.objects.count() == 0
