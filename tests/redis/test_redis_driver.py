@@ -196,3 +196,26 @@ def test_retention_purges_finished_rows_and_the_published_outbox(redis_driver):
     assert redis_driver.get(done.id) is None and redis_driver.get(staged) is None
     assert redis_driver.get(live.id).state == "delayed"
     assert OutboxMessage.objects.count() == 0
+
+
+def test_a_fresh_driver_finds_a_run_s_steps(redis_driver, redis_url, prefix):
+    """Steps live in the run's queue slot: another process finds them by the
+    run id alone (the operator's ``jobs show``)."""
+    from django_ultimate_jobs.drivers.steps import StepFence, StepRecord
+
+    redis_driver.enqueue(EnqueueRequest(name="redis.steps", input={}, queue="runs"))
+    (job,) = redis_driver.claim(
+        ClaimOptions(queues=["runs"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    at = redis_driver.now()
+    record = StepRecord(
+        run_id=job.run_id, name="fetch", status="completed", started_at=at
+    )
+    redis_driver.steps.put(record, StepFence(job.id, job.identity))
+    other = RedisDriver(redis_url, prefix=prefix)
+    try:
+        (name,) = other.steps.list(job.run_id)
+        assert name == "fetch"
+        assert other.steps.list(job.id).keys() == {"fetch"}
+    finally:
+        other.close()

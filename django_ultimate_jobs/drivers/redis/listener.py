@@ -21,9 +21,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..outage import process_outage
-from ..postgres.sessions import application_name
 from .client import session_client
-from .sessions import is_unavailable
+from .sessions import is_unavailable, role_name
 
 if TYPE_CHECKING:
     from .store import RedisStore
@@ -51,7 +50,7 @@ class RedisWakeListener:
         self.store = store
         self.on_wake = on_wake
         self.on_live = on_live
-        self.name = application_name("listen", worker_id)
+        self.name = role_name("listen", worker_id)
         self.live = False
         self._stop = threading.Event()
         self._redial_now = threading.Event()

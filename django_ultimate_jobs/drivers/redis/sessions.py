@@ -20,16 +20,23 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..outage import DatabaseOutage, process_outage
-from ..postgres.sessions import application_name
 from ..sessions import DjangoConnectivity
 from .client import redis_module, session_client
 
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["RedisConnectivity", "RedisSession", "is_unavailable"]
+__all__ = ["RedisConnectivity", "RedisSession", "is_unavailable", "role_name"]
 
 logger = logging.getLogger("django_ultimate_jobs")
+
+
+def role_name(role: str, worker_id: str) -> str:
+    """``uj:<role>:<pid>:<suffix>`` for a worker id ``host:pid:suffix`` (the
+    name PostgreSQL's sessions give their connections too)."""
+    tail = ":".join(worker_id.split(":")[-2:])
+    return f"uj:{role}:{tail}"
+
 
 _AWAY_TEXT = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
@@ -60,7 +67,7 @@ class RedisSession:
     ) -> None:
         self.store = store
         self.role = role
-        self.name = application_name(role, worker_id)
+        self.name = role_name(role, worker_id)
         self.outage = outage
         self.failing = False
         self._last_ok: float | None = None
