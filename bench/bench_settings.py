@@ -4,6 +4,17 @@ DATABASE_URL (read by tests.settings) must point at the bench database;
 bench/throughput.py and bench/idle.py set it for the workers they start.
 """
 
+import os
+
 from tests.settings import *  # noqa: F403
 
 INSTALLED_APPS = [*INSTALLED_APPS, "bench.benchjobs"]  # noqa: F405
+
+# bench/brokers.py runs our workers on the Redis driver with these.
+if _redis_url := os.environ.get("BENCH_REDIS_URL"):
+    ULTIMATE_JOBS = {
+        **ULTIMATE_JOBS,  # noqa: F405
+        "DRIVER": "redis",
+        "REDIS_URL": _redis_url,
+        "REDIS_PREFIX": os.environ.get("BENCH_REDIS_PREFIX", "bench"),
+    }

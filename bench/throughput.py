@@ -44,6 +44,8 @@ interleaved (baseline, ours, baseline, ours...); the table shows medians,
 (10000), ``BENCH_TP_LATENCY_JOBS`` (200), ``BENCH_TP_ROUNDS`` (3),
 ``BENCH_TP_ONLY`` (a comma-separated list of workloads, e.g. ``latency``;
 the results then go to ``bench/results/throughput-<workloads>.json``).
+``BENCH_TP_BROKERS=1`` runs bench/brokers.py instead: the Redis driver
+beside Celery with a Redis broker and the PostgreSQL driver.
 """
 
 from __future__ import annotations
@@ -563,6 +565,13 @@ def print_ratios(summary: dict) -> None:
 
 
 def main() -> None:
+    if os.environ.get("BENCH_TP_BROKERS") == "1":
+        # The Redis driver beside Celery (Redis broker) and the PostgreSQL
+        # driver: bench/brokers.py (its own knobs, BENCH_BR_*).
+        from bench import brokers
+
+        brokers.main()
+        return
     base_url = server_url(BENCH_DB)
     bench_url = with_database(base_url, BENCH_DB)
     print(

@@ -89,7 +89,7 @@ class JobsSettings:
 
 # RETENTION["<name>"]: how long finished rows of each kind are kept.
 _RETENTION_KEYS = {"done": "retention_done_ms", "failed": "retention_failed_ms"}
-_DRIVER_ALIASES = ("postgres", "memory")
+_DRIVER_ALIASES = ("postgres", "memory", "redis")
 
 
 def _ms(what: str, value: Any) -> int:

@@ -536,6 +536,18 @@ class StepNameInvalid(JobsError):
     default_fix = "name steps with non-empty strings of at most 512 UTF-8 bytes"
 
 
+class StepAtomicUnsupported(JobsError):
+    """``ctx.step.run(..., atomic=True)`` on a driver whose steps cannot be
+    written in the caller's database transaction (the Redis driver)."""
+
+    code = "X_STEP_ATOMIC_UNSUPPORTED"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "drop atomic=True and make the step's writes idempotent, or keep the "
+        'jobs in PostgreSQL (ULTIMATE_JOBS["DRIVER"] = "postgres")'
+    )
+
+
 class StepNotFound(JobsError):
     """A retry from a step the job's run never recorded."""
 

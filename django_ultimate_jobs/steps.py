@@ -37,6 +37,7 @@ from .errors import (
     JobEventInvalid,
     JobsError,
     JobTimeout,
+    StepAtomicUnsupported,
     StepDuplicate,
     StepNameInvalid,
     StepOutputUnserializable,
@@ -79,6 +80,27 @@ class StepSuspension(BaseException):
         self.step = step
         self.resume_at = resume_at
         self.reason = reason
+
+
+def _refuse_atomic_without_the_feature(name: str) -> None:
+    """Refuse an atomic step the driver cannot make atomic.
+
+    ``features.atomic_steps`` False on a store other processes share (the
+    Redis driver): the step's record would be written after the caller's
+    transaction commits, so a crash between the two would run its writes
+    again. The memory driver is let through: its rows die with the process,
+    so nothing ever replays the step.
+    """
+    from .drivers import get_driver
+
+    features = get_driver().features
+    if not features.atomic_steps and features.shared_across_processes:
+        raise StepAtomicUnsupported(
+            f"step {name!r} asks for atomic=True, but the {get_driver().name} driver "
+            "cannot record a step in your database's transaction: its writes could "
+            "run twice after a crash between the commit and the step's record",
+            meta={"step": name, "driver": get_driver().name},
+        )
 
 
 class StepApi:
@@ -136,7 +158,11 @@ class StepApi:
             StepOutputUnserializable: the output cannot be stored as JSON.
             JobLeaseLost: this attempt lost the job; nothing was recorded.
             Aborted: the attempt was cancelled before the step could start.
+            StepAtomicUnsupported: ``atomic=True`` on a driver that cannot
+                record a step in the caller's transaction (before ``fn`` runs).
         """
+        if atomic:
+            _refuse_atomic_without_the_feature(name)
         record = self._claim_name(name)
         if record is not None and record.status == "completed":
             self.replayed.append(name)

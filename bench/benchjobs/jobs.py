@@ -42,3 +42,18 @@ def free5(ctx, *, key: int):
 
 if os.environ.get("BENCH_LIMIT_JOBS"):
     from . import limit_jobs  # noqa: F401
+
+
+_REDIS: list = []
+
+
+@job(name="bench.latency_redis")
+def latency_redis(ctx):
+    """bench.latency for bench/brokers.py: its start time into Redis
+    (``BENCH_LATENCY_REDIS``, the bench's server), not into a table."""
+    started = time.time()
+    if not _REDIS:
+        import redis
+
+        _REDIS.append(redis.Redis.from_url(os.environ["BENCH_LATENCY_REDIS"]))
+    _REDIS[0].hset("bench:ours:started", str(ctx.job_id), repr(started))

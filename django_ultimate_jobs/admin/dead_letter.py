@@ -22,6 +22,7 @@ from .. import dead_letters
 from ..errors import JobsError
 from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .storage import tables_elsewhere
 
 __all__ = ["view"]
 
@@ -32,6 +33,13 @@ _REFUSALS_SHOWN = 10
 def view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     """GET: the groups. POST ``name`` and ``code``: retry that group."""
     require(request, "view_job")
+    # Jobs not in this database's tables (the Redis driver): the page says
+    # where they are instead of showing (or retrying) nothing.
+    elsewhere = tables_elsewhere(
+        model_admin, request, "Dead letters", "python manage.py jobs ls --state dead"
+    )
+    if elsewhere is not None:
+        return elsewhere
     if request.method == "POST":
         return _retry_group(model_admin, request)
     context = {

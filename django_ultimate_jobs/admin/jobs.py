@@ -31,6 +31,7 @@ from .actions import JobActions, operate_view
 from .filters import FILTER_PARAMETERS, LIST_FILTERS, StateFilter
 from .guards import ListGuard, searchable
 from .paging import EstimatedCountPaginator
+from .storage import tables_elsewhere
 
 __all__ = ["JobAdmin"]
 
@@ -173,6 +174,15 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
         """The first line of the last error, shortened."""
         first = (job.last_error or "").splitlines()[0] if job.last_error else ""
         return first if len(first) <= 60 else first[:59] + "…"
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, or why it is empty on a driver without the tables."""
+        elsewhere = tables_elsewhere(self, request, "Jobs", "python manage.py jobs ls")
+        if elsewhere is not None:
+            return elsewhere
+        return super().changelist_view(request, extra_context)
 
     # -- the job page ------------------------------------------------------------
 

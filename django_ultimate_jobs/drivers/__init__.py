@@ -10,7 +10,7 @@ Layout: ``base`` (the records and the :class:`~.base.JobDriver` contract),
 ``features`` (capability flags), the roles' records and protocols
 (``steps``, ``leases``, ``cron``, ``maintenance``, ``sessions``), the
 process's ``outage`` tracker and ``djangodb`` (Django connection hygiene),
-then one package per shipped driver: ``postgres`` and ``memory``.
+then one package per shipped driver: ``postgres``, ``memory`` and ``redis``.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ __all__ = ["ALIASES", "driver_class", "get_driver", "reset_driver", "set_driver"
 ALIASES = {
     "postgres": "django_ultimate_jobs.drivers.postgres.PostgresDriver",
     "memory": "django_ultimate_jobs.drivers.memory.MemoryDriver",
+    "redis": "django_ultimate_jobs.drivers.redis.RedisDriver",
 }
 """Short names ``ULTIMATE_JOBS["DRIVER"]`` accepts for the shipped drivers."""
 
 _DRIVER_FIX = (
-    'set ULTIMATE_JOBS["DRIVER"] to "postgres", "memory" or the dotted path '
+    'set ULTIMATE_JOBS["DRIVER"] to "postgres", "memory", "redis" or the dotted path '
     "of a BaseDriver subclass (docs/howto/writing-a-driver.md)"
 )
 

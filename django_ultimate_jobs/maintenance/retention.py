@@ -98,7 +98,10 @@ def sweep_target(
     require_aware(now)
     driver = get_driver()
     if target == "outbox":
-        return {"outbox": _sweep_outbox(driver.alias, now, batch)}
+        # A store other processes share but no Django database holds (the
+        # Redis driver) stages enqueues inside transactions in the outbox.
+        stages = driver.alias is not None or driver.features.shared_across_processes
+        return {"outbox": _sweep_outbox(stages, now, batch)}
     store = driver.maintenance
     if target == "locks":
         before = now - LOCK_ROW_GRACE
@@ -137,11 +140,11 @@ def in_batches(
             return
 
 
-def _sweep_outbox(jobs_alias: str | None, now: datetime, batch: int) -> int:
+def _sweep_outbox(stages: bool, now: datetime, batch: int) -> int:
     """Published outbox messages past ``RETENTION["done"]`` (OUTBOX_DATABASE)."""
     configured = jobs_settings()
-    if jobs_alias is None and not configured.outbox:
-        return 0  # jobs in no Django database (tests in memory), no outbox
+    if not stages and not configured.outbox:
+        return 0  # jobs in this process's memory (tests), no outbox
     before = now - timedelta(milliseconds=configured.retention_done_ms)
     store = OutboxStore(configured.outbox_database)
     purged = in_batches(lambda n: (store.purge_published(before, limit=n), 0), batch)

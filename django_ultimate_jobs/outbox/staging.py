@@ -3,7 +3,8 @@
 :func:`submit` is the one place every enqueue path (``enqueue``,
 ``enqueue_many``, the ``django.tasks`` backend) hands its validated requests
 to. It stages them in the caller's transaction when the outbox is asked for
-(``ULTIMATE_JOBS["OUTBOX"]`` or ``.using(outbox=True)``) and a transaction
+(``ULTIMATE_JOBS["OUTBOX"]`` or ``.using(outbox=True)``, or the driver
+cannot join the caller's transaction: the Redis driver) and a transaction
 is open on ``OUTBOX_DATABASE``; otherwise it calls the driver directly.
 
 A staged batch registers one ``transaction.on_commit`` callback per
@@ -39,7 +40,13 @@ def routes_to_outbox(choice: bool | None) -> bool:
     settings = jobs_settings()
     mode = settings.outbox
     if not mode and not choice:
-        return False  # the common case: no connection is looked at
+        # The common case: no connection is looked at. A store that cannot
+        # join the caller's transaction and that other processes read (the
+        # Redis driver) takes an enqueue inside one through the outbox, so
+        # a rolled-back transaction enqueues nothing.
+        if choice is False or not _beside_the_transaction():
+            return False
+        return connections[outbox_database()].in_atomic_block
     alias = outbox_database()
     # outbox=False reads as "no transaction", as upstream: under "required"
     # it is refused like any enqueue outside one.
@@ -56,6 +63,15 @@ def routes_to_outbox(choice: bool | None) -> bool:
             meta={"database": alias, "outbox": choice},
         )
     return bool(choice) or in_transaction
+
+
+def _beside_the_transaction() -> bool:
+    """Whether the driver keeps jobs where the caller's transaction is not
+    (``joins_caller_transaction`` False) and other processes read them
+    (``shared_across_processes``; the memory driver's rows are this
+    process's alone, and its users' tests enqueue inside ``TestCase``)."""
+    features = get_driver().features
+    return features.shared_across_processes and not features.joins_caller_transaction
 
 
 def submit(

@@ -11,6 +11,8 @@ on short leases:
 - ``UJ_CLAIM_BATCH`` (default: the package's);
 - ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
 - ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
+- ``UJ_REDIS_URL`` and ``UJ_REDIS_PREFIX``: the Redis driver on that server
+  and key prefix (default: the PostgreSQL driver).
 """
 
 import json
@@ -41,6 +43,10 @@ def _timings() -> dict[str, object]:
         values["WEBHOOK_ALLOW_HTTP"] = True
     if os.environ.get("UJ_CLAIM_BATCH"):
         values["CLAIM_BATCH"] = int(os.environ["UJ_CLAIM_BATCH"])
+    if os.environ.get("UJ_REDIS_URL"):
+        values["DRIVER"] = "redis"
+        values["REDIS_URL"] = os.environ["UJ_REDIS_URL"]
+        values["REDIS_PREFIX"] = os.environ["UJ_REDIS_PREFIX"]
     return values
 
 

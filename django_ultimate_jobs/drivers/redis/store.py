@@ -1,0 +1,220 @@
+"""The Redis driver's connection side: clients, scripts, clock and indexes.
+
+One :class:`RedisStore` per driver, shared by the driver and its roles. It
+answers which client a call uses (the calling thread's session, else the
+shared pool), what "now" a script is given (a test's frozen instant, or
+``''``: the server's ``TIME`` decides, as PostgreSQL's ``now()`` does), in
+which queue a job or a run lives, and it keeps the fleet's indexes (the
+queue list, job-name pins, where each lease key's slots live), each
+written once per process before the write that needs it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from ...clock import Clock
+from .errors import RedisQueuePinned
+from .layout import Layout
+from .rows import from_us, to_us
+from .scripts import Scripts
+
+__all__ = ["RedisStore"]
+
+_REMEMBERED = 100_000
+"""Job ids (and run ids) whose queue a process remembers."""
+
+
+class _Where:
+    """A bounded map id -> queue: a job never changes queue."""
+
+    def __init__(self) -> None:
+        self._map: OrderedDict[UUID, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: UUID) -> str | None:
+        with self._lock:
+            return self._map.get(key)
+
+    def put(self, key: UUID, queue: str) -> None:
+        with self._lock:
+            self._map[key] = queue
+            if len(self._map) > _REMEMBERED:
+                self._map.popitem(last=False)
+
+
+class RedisStore:
+    """Clients, scripts, the clock argument and the fleet's indexes."""
+
+    def __init__(
+        self, client: Any, *, url: str, prefix: str, clock: Clock, cluster: bool
+    ) -> None:
+        self.client = client
+        self.url = url
+        self.cluster = cluster
+        self.clock = clock
+        self.layout = Layout(prefix)
+        self.scripts = Scripts(client)
+        self.local = threading.local()
+        self.jobs = _Where()
+        self.runs = _Where()
+        self._known: set[tuple[str, str]] = set()
+        self._pins: dict[str, str] = {}
+        self._homes: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    # -- calls -------------------------------------------------------------
+
+    def conn(self) -> Any:
+        """This thread's session client, else the shared one."""
+        return getattr(self.local, "client", None) or self.client
+
+    def run(self, name: str, prefix: str, args: list[Any]) -> Any:
+        """Run script ``name`` in the slot of ``prefix``."""
+        return self.scripts.run(name, prefix, args, self.conn())
+
+    def run_many(self, calls: list[tuple[str, str, list[Any]]]) -> list[Any]:
+        """Run ``(script, prefix, args)`` calls in one round trip where the
+        server allows (a pipeline; a cluster pipeline refuses scripts, so
+        there they run one after the other)."""
+        if self.cluster:
+            return [self.run(name, prefix, args) for name, prefix, args in calls]
+        pipe = self.conn().pipeline(transaction=False)
+        for name, prefix, args in calls:
+            self.scripts.run(name, prefix, args, pipe)
+        return list(pipe.execute())
+
+    def fleet(self, verb: str, *args: Any) -> Any:
+        """Run a verb of ``lua/fleet.lua``."""
+        return self.run("fleet", self.layout.fleet, [verb, self.now_arg(), *args])
+
+    def now_arg(self) -> str:
+        """The time a script is given: a test clock's instant, or ``''``."""
+        frozen = self.clock.sql_now()
+        return "" if frozen is None else str(to_us(frozen))
+
+    def now(self) -> datetime:
+        """The store's time: the test clock's, else the server's ``TIME``."""
+        frozen = self.clock.sql_now()
+        if frozen is not None:
+            return frozen
+        seconds, micros = self.conn().time()
+        return from_us(int(seconds) * 1_000_000 + int(micros))
+
+    # -- the fleet's indexes -------------------------------------------------
+
+    def queues(self) -> list[str]:
+        """Every queue that ever held a row or a pause, in code-point order."""
+        return sorted(self.conn().smembers(self.layout.fleet + "queues"))
+
+    def register(self, queue: str) -> None:
+        """List ``queue`` (once per process) before writing to it."""
+        self._once(("queue", queue), "sadd", "queues", queue)
+
+    def lease_home(self, key: str, queue: str | None = None) -> str:
+        """Where lease ``key``'s slots live: ``q:<queue>`` or ``l`` (a slot of
+        its own). The first writer records it; ``queue`` claims it for a
+        capped job's queue."""
+        known = self._homes.get(key)
+        if known is not None:
+            return known
+        where = f"q:{queue}" if queue is not None else "l"
+        conn = self.conn()
+        conn.hsetnx(self.layout.fleet + "lk", key, where)
+        stored: str = conn.hget(self.layout.fleet + "lk", key) or where
+        self._homes[key] = stored
+        return stored
+
+    def lease_home_if_any(self, key: str) -> str | None:
+        """Where lease ``key`` lives, or ``None`` if it never held a row."""
+        known = self._homes.get(key)
+        if known is not None:
+            return known
+        stored: str | None = self.conn().hget(self.layout.fleet + "lk", key)
+        if stored is not None:
+            self._homes[key] = stored
+        return stored
+
+    def lease_keys(self) -> list[str]:
+        """Every lease key that ever held a row."""
+        return list(self.conn().hkeys(self.layout.fleet + "lk"))
+
+    def pin(self, name: str, queue: str) -> None:
+        """Pin job ``name``'s keyed and capped rows to ``queue`` (see
+        :class:`~.errors.RedisQueuePinned`).
+
+        Raises:
+            RedisQueuePinned: they already live in another queue.
+        """
+        pinned = self._pins.get(name)
+        if pinned is None:
+            conn = self.conn()
+            conn.hsetnx(self.layout.fleet + "pin", name, queue)
+            pinned = conn.hget(self.layout.fleet + "pin", name) or queue
+            self._pins[name] = pinned
+        if pinned != queue:
+            raise RedisQueuePinned(
+                f"the job {name!r} has idempotency keys or a concurrency cap in "
+                f"the queue {pinned!r}; on the Redis driver they are enforced "
+                "within one queue, so its keyed or capped runs cannot go to "
+                f"{queue!r}",
+                fix=f"enqueue {name} to the queue {pinned!r} (or without a key); "
+                "to move it, drain that queue and run redis-cli HDEL "
+                f"{self.layout.fleet}pin {name!r}",
+                meta={"job": name, "queue": queue, "pinned": pinned},
+            )
+
+    def _once(
+        self, marker: tuple[str, str], command: str, key: str, *args: Any
+    ) -> None:
+        if marker in self._known:
+            return
+        getattr(self.conn(), command)(self.layout.fleet + key, *args)
+        with self._lock:
+            self._known.add(marker)
+
+    # -- where a job or a run lives ------------------------------------------
+
+    def locate(self, job_id: UUID) -> str | None:
+        """The queue of job ``job_id`` (remembered, else looked up)."""
+        queue = self.jobs.get(job_id)
+        if queue is not None:
+            return queue
+        found = self._probe(
+            (q, self.layout.queue(q) + f"j:{job_id}") for q in self.queues()
+        )
+        if found is not None:
+            self.jobs.put(job_id, found)
+        return found
+
+    def locate_run(self, run_id: UUID) -> str | None:
+        """The queue holding run ``run_id`` (its job or its steps)."""
+        queue = self.runs.get(run_id) or self.jobs.get(run_id)
+        if queue is not None:
+            return queue
+        queues = self.queues()
+        hits = self.run_many(
+            [("steps", self.layout.queue(q), ["probe", str(run_id)]) for q in queues]
+        )
+        for queue, hit in zip(queues, hits, strict=True):
+            if hit:
+                self.runs.put(run_id, queue)
+                return queue
+        return None
+
+    def _probe(self, candidates: Iterable[tuple[str, str]]) -> str | None:
+        listed = list(candidates)
+        if not listed:
+            return None
+        pipe = self.conn().pipeline(transaction=False)
+        for _, key in listed:
+            pipe.exists(key)
+        for (queue, _), hit in zip(listed, pipe.execute(), strict=True):
+            if hit:
+                return queue
+        return None

@@ -1,0 +1,165 @@
+"""Redis for the tests: the shared server under a key prefix of one's own,
+or a ``redis-server`` process of one's own (for tests that stop or kill it).
+
+``ULTIMATE_JOBS_TEST_REDIS`` names the shared server (default
+``redis://127.0.0.1:6379/0``, which ``.ci/run`` starts when none answers);
+every test's keys start with ``test_uj_<ULTIMATE_JOBS_TEST_DB suffix>:``
+and are deleted after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+__all__ = ["RedisServer", "drop_prefix", "fresh_prefix", "redis_url", "require_redis"]
+
+
+def redis_url() -> str:
+    """The shared test server's URL."""
+    return os.environ.get("ULTIMATE_JOBS_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+def _namespace() -> str:
+    database = os.environ.get("ULTIMATE_JOBS_TEST_DB", "test_uj")
+    return database if database.startswith("test_uj") else f"test_uj_{database}"
+
+
+def fresh_prefix() -> str:
+    """A key prefix no other test (or engineer) uses."""
+    return f"{_namespace()}-{uuid.uuid4().hex[:12]}"
+
+
+def drop_prefix(url: str, prefix: str) -> None:
+    """Delete every key under ``prefix`` (every slot of it)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    if int(client.info("cluster").get("cluster_enabled", 0)) == 1:
+        client.close()
+        client = redis.cluster.RedisCluster.from_url(url)
+    try:
+        for key in client.scan_iter(match=f"{prefix}:*", count=1000):
+            client.delete(key)
+    finally:
+        client.close()
+
+
+def require_redis(url: str | None = None) -> str:
+    """The shared server's URL; the test fails (not skips) when none answers."""
+    import redis
+
+    url = url or redis_url()
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=2).ping()
+    except redis.exceptions.ConnectionError as error:
+        pytest.fail(
+            f"no Redis answers at {url} ({error}): start one (bash .ci/run does), "
+            "or set ULTIMATE_JOBS_TEST_REDIS"
+        )
+    return url
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """A ``redis-server`` of the test's own, with AOF on (``appendfsync
+    everysec``), that the test may stop, kill and start again on the same
+    port and data directory."""
+
+    def __init__(self, *extra: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+        self.binary = binary
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="uj-redis-"))
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        """Start (or restart) the server and wait until it answers."""
+        import redis
+
+        self.process = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+                "--save",
+                "",
+                *self.extra,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 15
+        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
+        while True:
+            try:
+                if client.ping():
+                    break
+            except (
+                redis.exceptions.ConnectionError,
+                redis.exceptions.BusyLoadingError,
+            ):
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self, *, kill: bool = False) -> None:
+        """Stop the server (SIGKILL with ``kill``) and wait for it."""
+        process = self.process
+        if process is None:
+            return
+        if kill:
+            process.kill()
+        else:
+            process.terminate()
+        process.wait(timeout=30)
+        self.process = None
+
+    def close(self) -> None:
+        """Stop the server and delete its data."""
+        with contextlib.suppress(Exception):
+            self.stop(kill=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def own_redis(*extra: str) -> Iterator[RedisServer]:
+    """A started :class:`RedisServer`, closed after the block."""
+    server = RedisServer(*extra)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.close()
