@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from ...errors import JobLeaseLost
-from ...ids import uuid7
+from ...ids import monotonic_uuid7
 from ...states import JobState
 from ..steps import EventRecord, StepFence, StepRecord, WaitMark
 
@@ -90,7 +90,7 @@ class MemoryEvents:
             now = driver._now()
             driver._event_seq += 1
             record = EventRecord(
-                id=uuid7(),
+                id=monotonic_uuid7(),
                 name=name,
                 payload=json.loads(text),
                 correlation_key=key,

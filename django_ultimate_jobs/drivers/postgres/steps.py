@@ -10,7 +10,7 @@ from uuid import UUID
 from django.db import connections, transaction
 
 from ...errors import JobLeaseLost, JobRowStatusUnknown
-from ...ids import uuid7
+from ...ids import monotonic_uuid7
 from ..steps import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
 from .jsonb import dumps as _dumps
 from .jsonb import loads as _loads
@@ -102,7 +102,9 @@ class PostgresEvents:
         Inside ``transaction.atomic()`` the event commits or rolls back with
         the caller, and the wake runs again after the commit.
         """
-        event_id = uuid7()
+        # Monotonic: events of one millisecond (one frozen clock) are
+        # matched in publish order, (published_at, id).
+        event_id = monotonic_uuid7()
         text = _dumps(payload)
         ((published_id, published_at, expires_at, _woken),) = self.driver._rows(
             "event_publish",
