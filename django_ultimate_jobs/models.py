@@ -50,6 +50,7 @@ def _require_pgtrigger() -> None:
 _require_pgtrigger()
 
 # The ledger's tables live beside the API that writes them.
+from .keyset.models import PassRecord  # noqa: E402
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
@@ -431,38 +432,17 @@ class CronTask(models.Model):
         return f"{self.name} ({self.cron} {self.tz})"
 
 
-class Backfill(models.Model):
+class Backfill(PassRecord):
     """One declared ``backfill(...)``'s progress: a row per name.
 
     Written by its pass (the start, each page in the page's own step
     transaction, the end) and by an operator's pause or resume. ``cursor``
     is the primary key of the last row done (JSON: a number or a string);
-    a pass resumed after a pause starts after it.
+    a pass resumed after a pause starts after it. The fields are
+    :class:`~django_ultimate_jobs.keyset.models.PassRecord`'s.
     """
 
-    class State(models.TextChoices):
-        """Where a backfill stands."""
-
-        PENDING = "pending"
-        RUNNING = "running"
-        PAUSED = "paused"
-        DONE = "done"
-        FAILED = "failed"
-
     name = models.TextField(primary_key=True)
-    state = models.TextField(choices=State.choices, default=State.PENDING)
-    cursor = models.JSONField(null=True, blank=True)
-    """The primary key of the last row handled (``None`` before the first page)."""
-    rows_done = models.BigIntegerField(default=0)
-    pages_done = models.IntegerField(default=0)
-    total = models.BigIntegerField(null=True, blank=True)
-    """The rows the pass expects (``count()``, or the source's count) at its start."""
-    run_id = models.UUIDField(null=True, blank=True)
-    """The run of the pass that wrote last."""
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(db_default=Now())
-    error = models.TextField(blank=True, default="")
 
     class Meta:
         db_table = "ultimate_jobs_backfill"

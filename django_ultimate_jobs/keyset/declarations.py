@@ -1,0 +1,110 @@
+"""Name -> declaration tables of the pass kinds, bound to the job registry.
+
+Each kind (backfill, reindex, export, import) keeps its declarations by name; a
+declaration is alive while the job it declared is registered, so forgetting
+the job (``registry.unregister``, as tests and the docs' examples do)
+forgets the declaration too. Declaring the same thing again (a module
+imported twice) replaces it; another declaration under a taken name is
+refused before anything is registered.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from ..errors import JobDuplicate, JobsError
+from ..registry import get_job, unregister
+
+if TYPE_CHECKING:
+    from ..jobs import JobHandle
+
+__all__ = ["Declarations"]
+
+
+class _Declared(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def job(self) -> JobHandle[Any]: ...
+
+
+S = TypeVar("S", bound=_Declared)
+
+
+class Declarations(Generic[S]):
+    """The live declarations of one kind, by name."""
+
+    def __init__(
+        self, kind: str, unknown: Callable[..., JobsError], fix: str | None = None
+    ) -> None:
+        self.kind = kind
+        self._unknown = unknown
+        self._fix = fix
+        self._table: dict[str, S] = {}
+        self._lock = threading.Lock()
+
+    def _live(self, name: str) -> S | None:
+        spec = self._table.get(name)
+        if spec is not None and get_job(spec.job.name) is not spec.job:
+            del self._table[name]  # its job was unregistered
+            return None
+        return spec
+
+    def check_free(self, name: str, origin: str) -> None:
+        """Refuse ``name`` when another declaration (another origin) holds it.
+
+        Raises:
+            JobDuplicate: it is taken.
+        """
+        with self._lock:
+            existing = self._live(name)
+        if existing is not None and existing.origin != origin:
+            raise JobDuplicate(
+                f"two {self.kind}s are declared with the name {name!r} "
+                f"({existing.origin} and {origin})",
+                fix="give one of them another name=...",
+                meta={"name": name},
+            )
+
+    def add(self, spec: S) -> None:
+        """Store ``spec`` (after :meth:`check_free` and its job's declaration)."""
+        with self._lock:
+            self._table[spec.name] = spec
+
+    def get(self, name: str) -> S:
+        """The declaration under ``name``.
+
+        Raises:
+            the kind's ``unknown`` error: none is.
+        """
+        with self._lock:
+            spec = self._live(name) if isinstance(name, str) else None
+        if spec is None:
+            raise self._unknown(
+                f"no {self.kind} is declared under the name {name!r:.200}",
+                fix=self._fix,
+                meta={self.kind: name},
+            )
+        return spec
+
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` is declared."""
+        with self._lock:
+            return self._live(name) is not None
+
+    def all(self) -> list[S]:
+        """Every live declaration, by name."""
+        with self._lock:
+            names = sorted(self._table)
+            return [spec for name in names if (spec := self._live(name)) is not None]
+
+    def forget(self, name: str) -> None:
+        """Forget ``name`` and its job (tests declare them on the fly)."""
+        with self._lock:
+            spec = self._table.pop(name, None)
+        if spec is not None:
+            unregister(spec.job.name)
