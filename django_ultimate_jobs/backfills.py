@@ -41,7 +41,7 @@ from .errors import (
 from .jobs import job
 from .keyset.declarations import Declarations
 from .keyset.ledger import Ledger, Refusals
-from .keyset.pages import cursor_value, page_after, paging_problem
+from .keyset.pages import cursor_value, expected_total, page_after, paging_problem
 from .keyset.walk import (
     DURABLE_PACE_S,
     MAX_RATE,
@@ -509,7 +509,7 @@ def _expected_total(spec: BackfillSpec, row: Any) -> int:
     if spec.count is not None or row.cursor is None:
         return spec.total()
     # Resumed without a count(): the rows done plus those past the cursor.
-    return row.rows_done + _queryset(spec).filter(pk__gt=row.cursor).count()
+    return expected_total(_queryset(spec), row.cursor, row.rows_done)
 
 
 def _handle_page(spec: BackfillSpec, at: Position) -> dict[str, Any]:

@@ -21,6 +21,9 @@ from .states import JobState
 __all__ = [
     "CronTask",
     "Event",
+    "Export",
+    "ExportPart",
+    "Import",
     "Job",
     "JobCounter",
     "Lease",
@@ -28,6 +31,8 @@ __all__ = [
     "LedgerPosting",
     "OutboxMessage",
     "QueuePause",
+    "Reindex",
+    "SearchDocument",
     "Step",
     "Worker",
 ]
@@ -49,9 +54,12 @@ def _require_pgtrigger() -> None:
 
 _require_pgtrigger()
 
-# The ledger's tables live beside the API that writes them.
+# The ledger's (and the other capabilities') tables live beside the API
+# that writes them.
+from .exports.models import Export, ExportPart, Import  # noqa: E402
 from .keyset.models import PassRecord  # noqa: E402
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+from .search.models import Reindex, SearchDocument  # noqa: E402
 
 _LIVE = ["ready", "delayed", "running", "suspended"]
 _WAITING = ["ready", "delayed", "suspended"]

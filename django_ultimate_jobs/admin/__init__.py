@@ -13,14 +13,19 @@ outbox messages.
 """
 
 from .backfills import BackfillAdmin
+from .exports import ExportAdmin, ImportAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
+from .search import ReindexAdmin
 
 __all__ = [
     "BackfillAdmin",
+    "ExportAdmin",
+    "ImportAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
+    "ReindexAdmin",
 ]

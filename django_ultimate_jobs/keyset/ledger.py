@@ -114,13 +114,15 @@ class Ledger:
         *,
         force: bool = False,
         check: Callable[[Any], None] | None = None,
+        update: Mapping[str, Any] | None = None,
     ) -> Enqueued:
         """Gate on the row, then ``enqueue()`` the pass, in one transaction.
 
         The row becomes the new pass's (``pending``, its ``run_id``; its
         progress reset with ``force``, or when a done pass of a kind that
         restarts goes again). A live pass is not queued twice: the answer
-        is that pass (``deduped``), the row untouched.
+        is that pass (``deduped``), the row untouched. ``update`` sets more
+        fields of the row with it (what the new pass was asked).
 
         Raises:
             the kind's ``applied`` / ``paused`` refusal, or what ``check(row)``
@@ -143,7 +145,9 @@ class Ledger:
                 check(row)
             enqueued = enqueue()
             if not enqueued.deduped:
-                self._mark_queued(row, enqueued.run_id, reset=force or done)
+                self._mark_queued(
+                    row, enqueued.run_id, reset=force or done, **(update or {})
+                )
         return enqueued
 
     def pause(self) -> None:
@@ -195,9 +199,13 @@ class Ledger:
                 self._mark_queued(row, enqueued.run_id, reset=False)
             return enqueued
 
-    def _mark_queued(self, row: Any, run_id: UUID, *, reset: bool) -> None:
+    def _mark_queued(
+        self, row: Any, run_id: UUID, *, reset: bool, **update: Any
+    ) -> None:
         if reset:
             row.reset_progress()
+        for field, value in update.items():
+            setattr(row, field, value)
         row.state = PassState.PENDING
         row.run_id = run_id
         row.error = ""
@@ -244,15 +252,20 @@ class Ledger:
             **(more(row) if more is not None else {}),
         }
 
-    def page_done(self, *, cursor: Any, rows: int, pages: int, **more: Any) -> None:
+    def page_done(
+        self, *, cursor: Any, rows: int | None, pages: int, **more: Any
+    ) -> None:
         """Record a page (inside the page's step): where the pass is now.
 
-        An operator's pause, made while the page ran, stands.
+        ``rows`` (rows done in all) is left as it is when ``None`` (a page
+        of a phase that counts something else). An operator's pause, made
+        while the page ran, stands.
         """
         paused = PassState.PAUSED
+        if rows is not None:
+            more["rows_done"] = rows
         self.rows().update(
             cursor=cursor,
-            rows_done=rows,
             pages_done=pages,
             updated_at=Now(),
             state=Case(

@@ -19,7 +19,7 @@ from django.db.models import (
 )
 from django.db.models.query import ModelIterable
 
-__all__ = ["cursor_value", "page_after", "paging_problem"]
+__all__ = ["cursor_value", "expected_total", "page_after", "paging_problem"]
 
 
 def paging_problem(queryset: QuerySet[Any]) -> str | None:
@@ -62,3 +62,14 @@ def cursor_value(pk: Any) -> int | str | None:
     if isinstance(pk, int | str) and not isinstance(pk, bool):
         return pk
     return None
+
+
+def expected_total(queryset: QuerySet[Any], cursor: Any, rows_done: int) -> int:
+    """The rows a pass over ``queryset`` will have done when it ends.
+
+    From the start: the count. Going on after ``cursor``: the rows done
+    plus those past it (rows inserted behind the cursor are not visited).
+    """
+    if cursor is None:
+        return queryset.count()
+    return rows_done + queryset.filter(pk__gt=cursor).count()
