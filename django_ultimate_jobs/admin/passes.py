@@ -89,13 +89,10 @@ class PassAdmin(admin.ModelAdmin):
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
     ) -> Any:
-        """The row, or a 404 for an id no row can hold (a NUL, not a number)."""
+        """The row, or a 404 for an id no row can hold (a NUL)."""
         if not storable(object_id):
             raise Http404(f"no such {self.kind}")
-        try:
-            return super().get_object(request, object_id, from_field)
-        except (ValueError, ValidationError):
-            raise Http404(f"no such {self.kind}") from None
+        return super().get_object(request, object_id, from_field)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
