@@ -39,7 +39,7 @@ from .errors import (
     RateLimited,
 )
 from .jobs import job
-from .keyset.declarations import Declarations
+from .keyset.declarations import Declarations, Problems
 from .keyset.ledger import Ledger, Refusals
 from .keyset.pages import cursor_value, expected_total, page_after, paging_problem
 from .keyset.walk import (
@@ -48,13 +48,11 @@ from .keyset.walk import (
     MIN_RATE,
     Pacer,
     Position,
-    rate_problem,
     walk,
 )
 from .maintenance.builtin import housekeeping_queue
 from .retry import Retry
 from .validation import MAX_NAME_LENGTH as job_name_limit
-from .validation import name_problem
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -229,22 +227,15 @@ def _check_declaration(
     requires: Any,
     count: Any,
 ) -> tuple[str, ...]:
-    problems = []
-    name_wrong = name_problem(name)
-    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
-        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
-    if name_wrong is not None:
-        problems.append(f"name {name_wrong}")
+    problems = Problems()
+    problems.name(name, MAX_NAME_LENGTH)
     for option, value in (("source", source), ("handle", handle)):
         if not callable(value):
             problems.append(f"{option} must be a callable")
     if count is not None and not callable(count):
         problems.append("count must be a callable or None")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        problems.append(f"batch must be a whole number >= 1, got {batch!r}")
-    rate_wrong = rate_problem(rate)
-    if rate_wrong is not None:
-        problems.append(rate_wrong)
+    problems.whole("batch", batch)
+    problems.rate(rate)
     requirements: tuple[str, ...] = ()
     if isinstance(requires, str) or not isinstance(requires, Iterable):
         problems.append("requires must be a list of backfill names")
@@ -254,13 +245,11 @@ def _check_declaration(
             problems.append("requires must hold backfill names (non-empty strings)")
         elif name in requirements:
             problems.append("a backfill cannot require itself")
-    if problems:
-        # A name refused for its length is shown shortened.
-        shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-        raise BackfillDeclarationInvalid(
-            f"backfill {shown!r} is invalid: " + "; ".join(problems),
-            meta={"backfill": str(shown), "problems": problems},
-        )
+    problems.raise_if_any(
+        lambda cause, **more: BackfillDeclarationInvalid(cause, **more),
+        "backfill",
+        name,
+    )
     return requirements
 
 

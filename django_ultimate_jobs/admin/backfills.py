@@ -14,7 +14,7 @@ from django.contrib import admin
 from ..backfills import pause_backfill, resume_backfill
 from ..errors import BackfillUnknown, JobsError
 from ..models import Backfill
-from .passes import PassAdmin
+from .passes import PASS_FIELDS, PassAdmin
 
 __all__ = ["BackfillAdmin"]
 
@@ -35,19 +35,7 @@ class BackfillAdmin(PassAdmin):
         "updated_at",
         "error",
     )
-    fields = (
-        "name",
-        "state",
-        "cursor",
-        "rows_done",
-        "pages_done",
-        "total",
-        "run_id",
-        "started_at",
-        "finished_at",
-        "updated_at",
-        "error",
-    )
+    fields = ("name", *PASS_FIELDS)
     ordering = ("name",)
 
     def pause_row(self, row: Backfill) -> None:

@@ -19,22 +19,9 @@ from ..exports.errors import ExportUnknown, ImportUnknown
 from ..exports.export import get_export
 from ..exports.imports import get_import
 from ..models import Export, ExportPart, Import
-from .passes import PassAdmin
+from .passes import PASS_FIELDS, PassAdmin
 
 __all__ = ["ExportAdmin", "ImportAdmin"]
-
-_FIELDS = (
-    "state",
-    "cursor",
-    "rows_done",
-    "pages_done",
-    "total",
-    "run_id",
-    "started_at",
-    "finished_at",
-    "updated_at",
-    "error",
-)
 
 
 class ExportPartInline(admin.TabularInline):
@@ -72,7 +59,7 @@ class ExportAdmin(PassAdmin):
         "finished_at",
         "error",
     )
-    fields = ("name", "prefix", "format", "params", "bytes", *_FIELDS)
+    fields = ("name", "prefix", "format", "params", "bytes", *PASS_FIELDS)
     ordering = ("name", "prefix")
     inlines = (ExportPartInline,)
 
@@ -104,7 +91,7 @@ class ImportAdmin(PassAdmin):
         "finished_at",
         "error",
     )
-    fields = ("name", "prefix", *_FIELDS)
+    fields = ("name", "prefix", *PASS_FIELDS)
     ordering = ("name", "prefix")
 
     def pause_row(self, row: Import) -> None:

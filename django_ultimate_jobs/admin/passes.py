@@ -28,7 +28,21 @@ from ..keyset.models import PassState
 from ..validation import storable
 from .audit import confirmation, is_confirmed, log_operator_action
 
-__all__ = ["PassAdmin"]
+__all__ = ["PASS_FIELDS", "PassAdmin"]
+
+PASS_FIELDS = (
+    "state",
+    "cursor",
+    "rows_done",
+    "pages_done",
+    "total",
+    "run_id",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "error",
+)
+"""A progress row's own fields, in the order its page shows them."""
 
 # The state filter's own parameters; nothing else reaches the query string.
 _LOOKUPS = frozenset({"state", "state__exact"})

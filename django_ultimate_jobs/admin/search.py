@@ -15,7 +15,7 @@ from ..errors import JobsError
 from ..models import Reindex
 from ..search.errors import ReindexUnknown
 from ..search.reindex import pause_reindex, resume_reindex
-from .passes import PassAdmin
+from .passes import PASS_FIELDS, PassAdmin
 
 __all__ = ["ReindexAdmin"]
 
@@ -37,21 +37,7 @@ class ReindexAdmin(PassAdmin):
         "finished_at",
         "error",
     )
-    fields = (
-        "name",
-        "state",
-        "phase",
-        "cursor",
-        "rows_done",
-        "removed",
-        "pages_done",
-        "total",
-        "run_id",
-        "started_at",
-        "finished_at",
-        "updated_at",
-        "error",
-    )
+    fields = ("name", "phase", "removed", *PASS_FIELDS)
     ordering = ("name",)
 
     def pause_row(self, row: Reindex) -> None:

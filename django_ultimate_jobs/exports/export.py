@@ -30,17 +30,19 @@ from django.core.files.storage import Storage
 from django.db import models
 from django.db.models import F, QuerySet
 
+from ..errors import JobsError
 from ..jobs import job
-from ..keyset.declarations import Declarations
-from ..keyset.errors import PASS_REFUSALS, PassSourceInvalid
+from ..keyset.declarations import Declarations, Problems, refused
+from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger, db_now
-from ..keyset.pages import cursor_value, expected_total, page_after, paging_problem
+from ..keyset.models import PassRecord
+from ..keyset.pages import checked_source, cursor_value, expected_total, page_after
 from ..keyset.target import model_label, resolve_model
-from ..keyset.walk import Pacer, Position, rate_problem, walk
+from ..keyset.walk import Pacer, Position, walk
 from ..maintenance.builtin import housekeeping_queue
 from ..retry import Retry
 from ..validation import MAX_NAME_LENGTH as job_name_limit
-from ..validation import name_problem
+from .artifact import ArtifactHandle
 from .columns import Column, column_of
 from .errors import (
     ExportDeclarationInvalid,
@@ -58,15 +60,14 @@ from .storage import (
     part_file,
     part_name,
     prefix_problem,
-    resolve_storage,
     storage_label,
+    storage_problem,
     write,
 )
 
 if TYPE_CHECKING:
     from ..context import JobContext
     from ..drivers.base import Enqueued
-    from ..jobs import JobHandle
 
 __all__ = [
     "EXPORT_JOB_PREFIX",
@@ -102,8 +103,11 @@ class ExportPlan:
     storage: str
 
 
-class ExportHandle:
+class ExportHandle(ArtifactHandle):
     """A declared export: run it into a prefix. Built by :func:`export_rows`."""
+
+    kind = "export"
+    preposition = "at"
 
     def __init__(
         self,
@@ -119,17 +123,13 @@ class ExportHandle:
         max_part_bytes: int,
         origin: str,
     ) -> None:
-        self.name = name
-        self.model_ref = model
+        super().__init__(name=name, model=model, storage=storage, origin=origin)
         self.fields = tuple(fields)
         self.format = format
-        self.storage = storage
         self.source = source
         self.batch = batch
         self.rate = rate
         self.max_part_bytes = max_part_bytes
-        self.origin = origin
-        self.job: JobHandle[Any] = None  # type: ignore[assignment]
         self._resolved: tuple[type[models.Model], tuple[Column, ...]] | None = None
 
     def __repr__(self) -> str:
@@ -155,25 +155,32 @@ class ExportHandle:
         if self._resolved is None:
             model = resolve_model(self.model_ref)
             if isinstance(model, str):
-                raise _invalid(self.name, [model])
+                raise refused(_refusal, "export", self.name, [model])
             found = [column_of(model, path) for path in self.fields]
             problems = [c for c in found if isinstance(c, str)]
             if problems:
-                raise _invalid(self.name, problems)
+                raise refused(_refusal, "export", self.name, problems)
             columns = tuple(c for c in found if isinstance(c, Column))
             self._resolved = (model, columns)
         return self._resolved
 
-    def open_storage(self) -> Storage:
-        """The storage parts go to.
+    def record_model(self) -> type[PassRecord]:
+        """``Export``."""
+        from ..models import Export
 
-        Raises:
-            ExportDeclarationInvalid: ``storage=`` names no storage.
-        """
-        found = resolve_storage(self.storage)
-        if isinstance(found, str):
-            raise _invalid(self.name, [found])
-        return found
+        return Export
+
+    def declaration_refusal(self, cause: str, **more: Any) -> JobsError:
+        """``X_EXPORT_DECLARATION_INVALID``."""
+        return _refusal(cause, **more)
+
+    def run_input(self, row: Any) -> dict[str, Any]:
+        """The prefix and the params the paused pass was asked with."""
+        return {"prefix": row.prefix, "params": row.params, "force": False}
+
+    def ledger(self, prefix: str, **defaults: Any) -> Ledger:
+        """The ``Export`` row of ``prefix`` (created with the format)."""
+        return super().ledger(prefix, format=self.format, **defaults)
 
     def queryset(self, params: Mapping[str, Any]) -> QuerySet[Any]:
         """``source(**params)`` (or every row), refused unless pageable.
@@ -185,36 +192,7 @@ class ExportHandle:
         queryset = (
             self.source(**params) if self.source else model._default_manager.all()
         )
-        if not isinstance(queryset, QuerySet) or queryset.model is not model:
-            problem: str | None = (
-                f"a {type(queryset).__name__}, not a QuerySet of {model._meta.label}"
-            )
-        else:
-            problem = paging_problem(queryset)
-        if problem is not None:
-            raise PassSourceInvalid(
-                f"source() of export {self.name!r} answered {problem}",
-                meta={"export": self.name},
-            )
-        return queryset
-
-    def ledger(self, prefix: str) -> Ledger:
-        """The progress row of the artifact at ``prefix``."""
-        from ..models import Export
-
-        return Ledger(
-            kind="export",
-            model=Export,
-            lookup={"name": self.name, "prefix": prefix},
-            label=f"export {self.name!r} at {prefix!r}",
-            meta={"export": self.name, "prefix": prefix},
-            refusals=PASS_REFUSALS,
-            rerun_fix=(
-                f"python manage.py jobs_export {self.name} --prefix {prefix} "
-                "--write --force"
-            ),
-            defaults={"format": self.format},
-        )
+        return checked_source(queryset, model, "export", self.name)
 
     # -- the verbs ---------------------------------------------------------------------
 
@@ -279,7 +257,7 @@ class ExportHandle:
         def same_params(row: Any) -> None:
             if not force and row.cursor is not None and row.params != given:
                 raise ExportRequestInvalid(
-                    f"export {self.name!r} at {prefix!r} holds a partial export "
+                    f"{self.what(prefix)} holds a partial export "
                     "with other params: going on would mix the two",
                     fix="pass the same params, or --force to start over",
                     meta={"export": self.name, "prefix": prefix},
@@ -290,16 +268,6 @@ class ExportHandle:
             force=force,
             check=same_params,
             update={"params": given, "format": self.format},
-        )
-
-    def pause(self, prefix: str) -> None:
-        """Pause the export at ``prefix`` before its next part."""
-        self.ledger(prefix).pause()
-
-    def resume(self, prefix: str) -> Enqueued:
-        """Queue a run that goes on after the last part written."""
-        return self.ledger(prefix).resume(
-            lambda row: self.job.enqueue(prefix=prefix, params=row.params, force=False)
         )
 
     def plan(self, prefix: str, params: Mapping[str, Any] | None = None) -> ExportPlan:
@@ -322,7 +290,7 @@ class ExportHandle:
     ) -> dict[str, Any]:
         """The job body: the parts, then the manifest."""
         ledger = self.ledger(prefix)
-        what = f"export {self.name!r} at {prefix!r}"
+        what = self.what(prefix)
         with ledger.failures():
             storage = self.open_storage()
             start = ctx.step.run(
@@ -407,7 +375,7 @@ class ExportHandle:
         rows = list(page_after(values, at.cursor, self.batch))
         if not rows:
             return {"cursor": at.cursor, "rows": 0}
-        what = f"export {self.name!r} at {prefix!r}"
+        what = self.what(prefix)
         try:
             data = encode_part(
                 self.format,
@@ -470,7 +438,7 @@ class ExportHandle:
             parts=listed,
             completed_at=db_now().isoformat(),
         )
-        what = f"export {self.name!r} at {prefix!r}"
+        what = self.what(prefix)
         write(storage, f"{prefix}/{MANIFEST}", data, what=what)
         self.ledger(prefix).finish(bytes=sum(p.bytes for p in listed))
 
@@ -567,18 +535,9 @@ def _check(
     rate: Any,
     max_part_bytes: Any,
 ) -> None:
-    problems = []
-    name_wrong = name_problem(name)
-    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
-        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
-    if name_wrong is not None:
-        problems.append(f"name {name_wrong}")
-    if not isinstance(model, str) and not (
-        isinstance(model, type) and issubclass(model, models.Model)
-    ):
-        problems.append(
-            f"model must be a model class or 'app_label.Model', got {model!r:.80}"
-        )
+    problems = Problems()
+    problems.name(name, MAX_NAME_LENGTH)
+    problems.model(model)
     if (
         isinstance(fields, str)
         or not isinstance(fields, list | tuple)
@@ -592,45 +551,25 @@ def _check(
         problems.append(
             f"format must be one of {', '.join(FORMATS)}, got {format!r:.40}"
         )
-    if not (isinstance(storage, str | Storage) or callable(storage)) or storage == "":
-        problems.append("storage must be a STORAGES alias (or a Storage)")
+    problems.extend(filter(None, [storage_problem(storage)]))
     if source is not None and not callable(source):
         problems.append("source must be a callable or None")
-    for option, value in (("batch", batch), ("max_part_bytes", max_part_bytes)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            problems.append(f"{option} must be a whole number >= 1, got {value!r}")
-    rate_wrong = rate_problem(rate, optional=True)
-    if rate_wrong is not None:
-        problems.append(rate_wrong)
-    if problems:
-        raise _invalid(name, problems)
+    problems.whole("batch", batch)
+    problems.whole("max_part_bytes", max_part_bytes)
+    problems.rate(rate, optional=True)
+    problems.raise_if_any(_refusal, "export", name)
 
 
-def _invalid(name: Any, problems: list[str]) -> ExportDeclarationInvalid:
-    shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-    return ExportDeclarationInvalid(
-        f"export {shown!r} is invalid: " + "; ".join(problems),
-        meta={"export": str(shown), "problems": problems},
-    )
+def _refusal(cause: str, **more: Any) -> ExportDeclarationInvalid:
+    return ExportDeclarationInvalid(cause, **more)
 
 
 # -- by name ------------------------------------------------------------------------
 
 
-def registered_exports() -> list[ExportHandle]:
-    """Every declared export, by name."""
-    return _exports.all()
-
-
-def get_export(name: str) -> ExportHandle:
-    """The export declared under ``name``.
-
-    Raises:
-        ExportUnknown: none is.
-    """
-    return _exports.get(name)
-
-
-def unregister_export(name: str) -> None:
-    """Forget an export and its job (tests declare them on the fly)."""
-    _exports.forget(name)
+registered_exports = _exports.all
+"""Every declared export, by name."""
+get_export = _exports.get
+"""The export declared under a name (``X_EXPORT_UNKNOWN`` if none is)."""
+unregister_export = _exports.forget
+"""Forget an export and its job (tests declare them on the fly)."""

@@ -25,16 +25,18 @@ from django.core.files.storage import Storage
 from django.core.management.color import no_style
 from django.db import DataError, IntegrityError, connections, models, router
 
+from ..errors import JobsError
 from ..jobs import job
-from ..keyset.declarations import Declarations
-from ..keyset.errors import PASS_REFUSALS, PassSourceInvalid
+from ..keyset.declarations import Declarations, Problems, refused
+from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger
+from ..keyset.models import PassRecord
 from ..keyset.target import model_label, resolve_model
-from ..keyset.walk import Pacer, Position, rate_problem, walk
+from ..keyset.walk import Pacer, Position, walk
 from ..maintenance.builtin import housekeeping_queue
 from ..retry import Retry
 from ..validation import MAX_NAME_LENGTH as job_name_limit
-from ..validation import name_problem
+from .artifact import ArtifactHandle
 from .columns import field_type
 from .errors import (
     ImportDeclarationInvalid,
@@ -45,12 +47,16 @@ from .errors import (
 )
 from .formats import CellRefused, decode_part
 from .manifest import Manifest, read_manifest, read_part
-from .storage import StorageRef, prefix_problem, resolve_storage, storage_label
+from .storage import (
+    StorageRef,
+    prefix_problem,
+    storage_label,
+    storage_problem,
+)
 
 if TYPE_CHECKING:
     from ..context import JobContext
     from ..drivers.base import Enqueued
-    from ..jobs import JobHandle
 
 __all__ = [
     "IMPORT_JOB_PREFIX",
@@ -89,8 +95,11 @@ class ImportPlan:
     storage: str
 
 
-class ImportHandle:
+class ImportHandle(ArtifactHandle):
     """A declared import: load an artifact from a prefix. Built by :func:`import_rows`."""
+
+    kind = "import"
+    preposition = "from"
 
     def __init__(
         self,
@@ -104,15 +113,11 @@ class ImportHandle:
         rate: float | None,
         origin: str,
     ) -> None:
-        self.name = name
-        self.model_ref = model
-        self.storage = storage
+        super().__init__(name=name, model=model, storage=storage, origin=origin)
         self.key_name = key
         self.fields = tuple(fields) if fields is not None else None
         self.batch = batch
         self.rate = rate
-        self.origin = origin
-        self.job: JobHandle[Any] = None  # type: ignore[assignment]
         self._resolved: tuple[type[models.Model], models.Field[Any, Any]] | None = None
 
     def __repr__(self) -> str:
@@ -138,47 +143,29 @@ class ImportHandle:
         if self._resolved is None:
             model = resolve_model(self.model_ref)
             if isinstance(model, str):
-                raise _invalid(self.name, [model])
+                raise refused(_refusal, "import", self.name, [model])
             key = _key_field(model, self.key_name)
             if isinstance(key, str):
-                raise _invalid(self.name, [key])
+                raise refused(_refusal, "import", self.name, [key])
             unknown = [
                 f"field {f!r}: {model._meta.label} has no such field"
                 for f in self.fields or ()
                 if not _concrete(model, f)
             ]
             if unknown:
-                raise _invalid(self.name, unknown)
+                raise refused(_refusal, "import", self.name, unknown)
             self._resolved = (model, key)
         return self._resolved
 
-    def open_storage(self) -> Storage:
-        """The storage parts are read from.
-
-        Raises:
-            ImportDeclarationInvalid: ``storage=`` names no storage.
-        """
-        found = resolve_storage(self.storage)
-        if isinstance(found, str):
-            raise _invalid(self.name, [found])
-        return found
-
-    def ledger(self, prefix: str) -> Ledger:
-        """The progress row of the import of ``prefix``."""
+    def record_model(self) -> type[PassRecord]:
+        """``Import``."""
         from ..models import Import
 
-        return Ledger(
-            kind="import",
-            model=Import,
-            lookup={"name": self.name, "prefix": prefix},
-            label=f"import {self.name!r} from {prefix!r}",
-            meta={"import": self.name, "prefix": prefix},
-            refusals=PASS_REFUSALS,
-            rerun_fix=(
-                f"python manage.py jobs_import {self.name} --prefix {prefix} "
-                "--write --force"
-            ),
-        )
+        return Import
+
+    def declaration_refusal(self, cause: str, **more: Any) -> JobsError:
+        """``X_IMPORT_DECLARATION_INVALID``."""
+        return _refusal(cause, **more)
 
     def mapping(self, manifest: Manifest, *, what: str) -> Mapping_:
         """Which manifest column loads into which field.
@@ -252,16 +239,6 @@ class ImportHandle:
             lambda: self.job.enqueue(prefix=prefix, force=force), force=force
         )
 
-    def pause(self, prefix: str) -> None:
-        """Pause the import of ``prefix`` before its next part."""
-        self.ledger(prefix).pause()
-
-    def resume(self, prefix: str) -> Enqueued:
-        """Queue a run that goes on after the last part loaded."""
-        return self.ledger(prefix).resume(
-            lambda _row: self.job.enqueue(prefix=prefix, force=False)
-        )
-
     def plan(self, prefix: str) -> ImportPlan:
         """Check the manifest against the model and every part; load nothing.
 
@@ -271,7 +248,7 @@ class ImportHandle:
         """
         self.check_request(prefix)
         storage = self.open_storage()
-        what = f"import {self.name!r} from {prefix!r}"
+        what = self.what(prefix)
         manifest = read_manifest(storage, prefix, what=what)
         self.mapping(manifest, what=what)
         for index in range(len(manifest.parts)):
@@ -291,7 +268,7 @@ class ImportHandle:
     def run(self, ctx: JobContext, prefix: str, force: bool) -> dict[str, Any]:
         """The job body: the manifest, every part verified, then loaded."""
         ledger = self.ledger(prefix)
-        what = f"import {self.name!r} from {prefix!r}"
+        what = self.what(prefix)
         with ledger.failures():
             storage = self.open_storage()
             start = ctx.step.run(
@@ -341,7 +318,7 @@ class ImportHandle:
     def _begin(
         self, ledger: Ledger, storage: Storage, run_id: str, prefix: str, force: bool
     ) -> dict[str, Any]:
-        what = f"import {self.name!r} from {prefix!r}"
+        what = self.what(prefix)
         manifest = read_manifest(storage, prefix, what=what)
         self.mapping(manifest, what=what)
         return ledger.begin(
@@ -538,20 +515,10 @@ def import_rows(
             key or a field is unknown (nothing registered).
         JobDuplicate: another declaration holds the name.
     """
-    problems = []
-    name_wrong = name_problem(name)
-    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
-        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
-    if name_wrong is not None:
-        problems.append(f"name {name_wrong}")
-    if not isinstance(model, str) and not (
-        isinstance(model, type) and issubclass(model, models.Model)
-    ):
-        problems.append(
-            f"model must be a model class or 'app_label.Model', got {model!r:.80}"
-        )
-    if not (isinstance(storage, str | Storage) or callable(storage)) or storage == "":
-        problems.append("storage must be a STORAGES alias (or a Storage)")
+    problems = Problems()
+    problems.name(name, MAX_NAME_LENGTH)
+    problems.model(model)
+    problems.extend(filter(None, [storage_problem(storage)]))
     if key is not None and (not isinstance(key, str) or not key):
         problems.append("key must name a field, or be None (the primary key)")
     if fields is not None and (
@@ -561,13 +528,9 @@ def import_rows(
         or not all(isinstance(f, str) and f for f in fields)
     ):
         problems.append("fields must be a non-empty list of field names, or None")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        problems.append(f"batch must be a whole number >= 1, got {batch!r}")
-    rate_wrong = rate_problem(rate, optional=True)
-    if rate_wrong is not None:
-        problems.append(rate_wrong)
-    if problems:
-        raise _invalid(name, problems)
+    problems.whole("batch", batch)
+    problems.rate(rate, optional=True)
+    problems.raise_if_any(_refusal, "import", name)
     origin = f"{sys._getframe(1).f_globals.get('__name__', '?')}:{name}"
     _imports.check_free(name, origin)
     handle = ImportHandle(
@@ -603,31 +566,15 @@ def import_rows(
     return handle
 
 
-def _invalid(name: Any, problems: list[str]) -> ImportDeclarationInvalid:
-    shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-    return ImportDeclarationInvalid(
-        f"import {shown!r} is invalid: " + "; ".join(problems),
-        meta={"import": str(shown), "problems": problems},
-    )
+def _refusal(cause: str, **more: Any) -> ImportDeclarationInvalid:
+    return ImportDeclarationInvalid(cause, **more)
 
 
 # -- by name ------------------------------------------------------------------------
 
-
-def registered_imports() -> list[ImportHandle]:
-    """Every declared import, by name."""
-    return _imports.all()
-
-
-def get_import(name: str) -> ImportHandle:
-    """The import declared under ``name``.
-
-    Raises:
-        ImportUnknown: none is.
-    """
-    return _imports.get(name)
-
-
-def unregister_import(name: str) -> None:
-    """Forget an import and its job (tests declare them on the fly)."""
-    _imports.forget(name)
+registered_imports = _imports.all
+"""Every declared import, by name."""
+get_import = _imports.get
+"""The import declared under a name (``X_IMPORT_UNKNOWN`` if none is)."""
+unregister_import = _imports.forget
+"""Forget an import and its job (tests declare them on the fly)."""

@@ -30,6 +30,7 @@ __all__ = [
     "prefix_problem",
     "resolve_storage",
     "storage_label",
+    "storage_problem",
     "write",
 ]
 
@@ -51,6 +52,17 @@ StorageRef = str | Storage | Callable[[], Storage]
 def storage_label(ref: StorageRef) -> str:
     """How messages and the admin name a storage."""
     return ref if isinstance(ref, str) else type(ref).__name__
+
+
+def storage_problem(ref: Any) -> str | None:
+    """What makes ``ref`` no storage reference (checked at declaration)."""
+    if (
+        isinstance(ref, Storage)
+        or (isinstance(ref, str) and ref)
+        or (callable(ref) and not isinstance(ref, str))
+    ):
+        return None
+    return "storage must be a STORAGES alias (or a Storage)"
 
 
 def resolve_storage(ref: StorageRef) -> Storage | str:

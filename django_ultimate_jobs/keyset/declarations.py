@@ -14,13 +14,17 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from django.db import models
+
 from ..errors import JobDuplicate, JobsError
 from ..registry import get_job, unregister
+from ..validation import name_problem
+from .walk import rate_problem
 
 if TYPE_CHECKING:
     from ..jobs import JobHandle
 
-__all__ = ["Declarations"]
+__all__ = ["Declarations", "Problems", "refused"]
 
 
 class _Declared(Protocol):
@@ -108,3 +112,55 @@ class Declarations(Generic[S]):
             spec = self._table.pop(name, None)
         if spec is not None:
             unregister(spec.job.name)
+
+
+class Problems(list[str]):
+    """What is wrong with one declaration, gathered so that all are named at once."""
+
+    def name(self, name: Any, max_length: int) -> None:
+        """A name a job could be declared with, with room for the kind's prefix."""
+        wrong = name_problem(name)
+        if wrong is None and len(name) > max_length:
+            wrong = f"must be at most {max_length} characters, not {len(name)}"
+        if wrong is not None:
+            self.append(f"name {wrong}")
+
+    def whole(self, option: str, value: Any) -> None:
+        """A whole number of at least 1 (``batch``, a byte limit)."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            self.append(f"{option} must be a whole number >= 1, got {value!r}")
+
+    def rate(self, rate: Any, *, optional: bool = False) -> None:
+        """Pages a second (``None`` too when ``optional``: unpaced)."""
+        wrong = rate_problem(rate, optional=optional)
+        if wrong is not None:
+            self.append(wrong)
+
+    def model(self, ref: Any) -> None:
+        """A model class or ``"app_label.Model"`` (a label is looked up later,
+        once the app registry is ready)."""
+        if not isinstance(ref, str) and not (
+            isinstance(ref, type) and issubclass(ref, models.Model)
+        ):
+            self.append(
+                f"model must be a model class or 'app_label.Model', got {ref!r:.80}"
+            )
+
+    def raise_if_any(
+        self, refusal: Callable[..., JobsError], kind: str, name: Any
+    ) -> None:
+        """Raise ``refusal`` naming every problem, if there is one."""
+        if self:
+            raise refused(refusal, kind, name, list(self))
+
+
+def refused(
+    refusal: Callable[..., JobsError], kind: str, name: Any, problems: list[str]
+) -> JobsError:
+    """The kind's declaration refusal: ``<kind> '<name>' is invalid: <problems>``."""
+    # A name refused for its length is shown shortened.
+    shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
+    return refusal(
+        f"{kind} {shown!r} is invalid: " + "; ".join(problems),
+        meta={kind: str(shown), "problems": problems},
+    )

@@ -19,7 +19,15 @@ from django.db.models import (
 )
 from django.db.models.query import ModelIterable
 
-__all__ = ["cursor_value", "expected_total", "page_after", "paging_problem"]
+from .errors import PassSourceInvalid
+
+__all__ = [
+    "checked_source",
+    "cursor_value",
+    "expected_total",
+    "page_after",
+    "paging_problem",
+]
 
 
 def paging_problem(queryset: QuerySet[Any]) -> str | None:
@@ -46,6 +54,27 @@ def paging_problem(queryset: QuerySet[Any]) -> str | None:
             f"{kind}: keyset pages need a number, a string or a UUID"
         )
     return None
+
+
+def checked_source(
+    queryset: Any, model: type[Any], kind: str, name: str
+) -> QuerySet[Any]:
+    """``queryset`` (what a declaration's ``source()`` answered), if a pass
+    of ``kind`` ``name`` over ``model`` can walk it.
+
+    Raises:
+        PassSourceInvalid: not a QuerySet of ``model``, or not pageable.
+    """
+    if not isinstance(queryset, QuerySet) or queryset.model is not model:
+        kind_of = type(queryset).__name__
+        problem: str | None = f"a {kind_of}, not a QuerySet of {model._meta.label}"
+    else:
+        problem = paging_problem(queryset)
+    if problem is not None:
+        raise PassSourceInvalid(
+            f"source() of {kind} {name!r} answered {problem}", meta={kind: name}
+        )
+    return queryset
 
 
 def page_after(queryset: QuerySet[Any], cursor: Any, batch: int) -> QuerySet[Any]:

@@ -34,16 +34,15 @@ from django.db import models
 from django.db.models import F, QuerySet
 
 from ..jobs import job
-from ..keyset.declarations import Declarations
+from ..keyset.declarations import Declarations, Problems, refused
 from ..keyset.errors import PASS_REFUSALS, PassSourceInvalid
 from ..keyset.ledger import Ledger
-from ..keyset.pages import cursor_value, expected_total, page_after, paging_problem
+from ..keyset.pages import checked_source, cursor_value, expected_total, page_after
 from ..keyset.target import field_at, model_label, resolve_model
-from ..keyset.walk import Pacer, Position, rate_problem, walk
+from ..keyset.walk import Pacer, Position, walk
 from ..maintenance.builtin import housekeeping_queue
 from ..retry import Retry
 from ..validation import MAX_NAME_LENGTH as job_name_limit
-from ..validation import name_problem
 from .errors import ReindexDeclarationInvalid, ReindexUnknown
 from .port import WEIGHTS, Document, SearchIndex
 from .query import hits_queryset, search_problem
@@ -131,7 +130,7 @@ class ReindexHandle:
                 [model] if isinstance(model, str) else _field_problems(self, model)
             )
             if problems:
-                raise _invalid(self.name, problems)
+                raise refused(_refusal, "reindex", self.name, problems)
             assert not isinstance(model, str)
             self._model = model
         return self._model
@@ -144,18 +143,7 @@ class ReindexHandle:
         """
         model = self.model
         queryset = self.source() if self.source else model._default_manager.all()
-        problem = None
-        if not isinstance(queryset, QuerySet) or queryset.model is not model:
-            kind = type(queryset).__name__
-            problem = f"a {kind}, not a QuerySet of {model._meta.label}"
-        else:
-            problem = paging_problem(queryset)
-        if problem is not None:
-            raise PassSourceInvalid(
-                f"source() of reindex {self.name!r} answered {problem}",
-                meta={"reindex": self.name},
-            )
-        return queryset
+        return checked_source(queryset, model, "reindex", self.name)
 
     def documents(self, rows: Iterable[Any]) -> list[Document]:
         """The documents of ``rows`` (model instances)."""
@@ -474,12 +462,9 @@ def _check(
     batch: Any,
     rate: Any,
 ) -> dict[str, str]:
-    problems = []
-    name_wrong = name_problem(name)
-    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
-        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
-    if name_wrong is not None:
-        problems.append(f"name {name_wrong}")
+    problems = Problems()
+    problems.name(name, MAX_NAME_LENGTH)
+    problems.model(model)
     if not isinstance(index, SearchIndex):
         problems.append(
             "index must be a search index (PostgresSearchIndex(), or a class "
@@ -504,20 +489,9 @@ def _check(
             problems.append(f"{option} must be a callable or None")
     if version is not None and not isinstance(version, str):
         problems.append("version must name a field, or be None")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        problems.append(f"batch must be a whole number >= 1, got {batch!r}")
-    rate_wrong = rate_problem(rate)
-    if rate_wrong is not None:
-        problems.append(rate_wrong)
-    if not isinstance(model, str) and not (
-        isinstance(model, type) and issubclass(model, models.Model)
-    ):
-        # A label is looked up with the fields, once the registry is ready.
-        problems.append(
-            f"model must be a model class or 'app_label.Model', got {model!r:.80}"
-        )
-    if problems:
-        raise _invalid(name, problems)
+    problems.whole("batch", batch)
+    problems.rate(rate)
+    problems.raise_if_any(_refusal, "reindex", name)
     return weights
 
 
@@ -544,12 +518,8 @@ def _field_problems(handle: ReindexHandle, model: type[models.Model]) -> list[st
     return problems
 
 
-def _invalid(name: Any, problems: list[str]) -> ReindexDeclarationInvalid:
-    shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-    return ReindexDeclarationInvalid(
-        f"reindex {shown!r} is invalid: " + "; ".join(problems),
-        meta={"reindex": str(shown), "problems": problems},
-    )
+def _refusal(cause: str, **more: Any) -> ReindexDeclarationInvalid:
+    return ReindexDeclarationInvalid(cause, **more)
 
 
 def _text(value: Any) -> str:
@@ -572,23 +542,12 @@ def _version_number(value: Any) -> int | None:
 # -- by name ------------------------------------------------------------------------
 
 
-def registered_reindexes() -> list[ReindexHandle]:
-    """Every declared reindex, by name."""
-    return _reindexes.all()
-
-
-def get_reindex(name: str) -> ReindexHandle:
-    """The reindex declared under ``name``.
-
-    Raises:
-        ReindexUnknown: none is.
-    """
-    return _reindexes.get(name)
-
-
-def unregister_reindex(name: str) -> None:
-    """Forget a reindex and its job (tests declare them on the fly)."""
-    _reindexes.forget(name)
+registered_reindexes = _reindexes.all
+"""Every declared reindex, by name."""
+get_reindex = _reindexes.get
+"""The reindex declared under a name (``X_REINDEX_UNKNOWN`` if none is)."""
+unregister_reindex = _reindexes.forget
+"""Forget a reindex and its job (tests declare them on the fly)."""
 
 
 def enqueue_reindex(name: str, *, restart: bool = False) -> Enqueued:
