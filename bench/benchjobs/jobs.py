@@ -42,3 +42,41 @@ def free5(ctx, *, key: int):
 
 if os.environ.get("BENCH_LIMIT_JOBS"):
     from . import limit_jobs  # noqa: F401
+
+
+# -- bench/exports.py: an export and an import of jobsapp.ExportItem rows ----------
+
+
+def _export_dir():
+    import tempfile
+
+    from django.core.files.storage import FileSystemStorage
+
+    default = os.path.join(tempfile.gettempdir(), "uj-bench-exports")
+    return FileSystemStorage(location=os.environ.get("BENCH_EXPORT_DIR", default))
+
+
+from django_ultimate_jobs.exports import export_rows, import_rows  # noqa: E402
+
+export_rows(
+    name="bench.rows",
+    model="jobsapp.ExportItem",
+    fields=[
+        "id",
+        "grp",
+        "name",
+        "note",
+        "amount",
+        "ratio",
+        "flag",
+        "at",
+        "day",
+        "span",
+        "uid",
+        "data",
+        "owner",
+    ],
+    storage=_export_dir,
+    format=os.environ.get("BENCH_EXPORT_FORMAT", "csv"),
+)
+import_rows(name="bench.rows", model="jobsapp.ExportItemCopy", storage=_export_dir)
