@@ -205,6 +205,7 @@ def test_an_export_writes_its_pages_as_parts_and_a_manifest_last(
     assert sorted(
         Step.objects.filter(run_id=job.run_id).values_list("name", flat=True)
     ) == ["finish", "part-0", "part-1", "part-2", "start"]
+    assert (job.progress["done"], job.progress["total"]) == (23, 23)  # the job page's
 
 
 def test_a_formula_cell_is_neutralised_in_the_file_and_round_trips(

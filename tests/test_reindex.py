@@ -110,6 +110,9 @@ def test_a_pass_indexes_every_row_a_step_a_page_then_sweeps(declare, pg_driver):
     )
     # Three pages of rows (the third short ends the phase), then the sweep
     # pages through the 25 documents it finds (numbered on from the rows').
+    job = Job.objects.get(name=handle.job.name)
+    assert job.progress["done"] == job.progress["total"] == 25
+    assert job.progress["note"] == "sweep: 25 documents checked"
     rows_phase = ["start", "page-0", "page-1", "page-2"]
     sweep_phase = ["sweep", "sweep-3", "sweep-4", "sweep-5", "finish"]
     assert sorted(_steps(handle.name)) == sorted([*rows_phase, *sweep_phase])

@@ -318,6 +318,7 @@ class ExportHandle(ArtifactHandle):
                     meta={"export": self.name, "prefix": prefix},
                 ),
                 step_prefix="part-",
+                on_page=lambda at: ctx.progress(at.rows, start["total"] or 0),
             )
             if paused:
                 return {"export": self.name, "prefix": prefix, "paused": True}

@@ -300,6 +300,9 @@ class ImportHandle(ArtifactHandle):
                 pacer=Pacer(None),
                 step_prefix="verify-",
                 atomic=False,
+                on_page=lambda at: ctx.progress(
+                    0, start["parts"], note=f"{at.page} parts verified"
+                ),
             )
             if not paused:
                 _, paused = walking(
@@ -309,6 +312,9 @@ class ImportHandle(ArtifactHandle):
                     ),
                     pacer=Pacer(self.rate),
                     step_prefix="load-",
+                    on_page=lambda at: ctx.progress(
+                        at.page, start["parts"], note="parts loaded"
+                    ),
                 )
             if paused:
                 return {"import": self.name, "prefix": prefix, "paused": True}
@@ -325,7 +331,7 @@ class ImportHandle(ArtifactHandle):
             run_id,
             force,
             total=lambda _row: manifest.rows,
-            more=lambda _row: {"digest": manifest.digest, "total": manifest.rows},
+            more=lambda _row: {"digest": manifest.digest, "parts": len(manifest.parts)},
         )
 
     def _manifest(

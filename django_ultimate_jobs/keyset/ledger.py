@@ -225,9 +225,9 @@ class Ledger:
         """The start step: the row becomes this run's and ``running``.
 
         Answers ``{"skip": "done" | "paused"}`` for a pass with nothing to
-        do, else ``{"skip": None, "cursor", "page", "rows"}`` and what
-        ``more(row)`` adds (JSON: it is the step's output). ``total(row)``
-        counts the rows the pass expects.
+        do, else ``{"skip": None, "cursor", "page", "rows", "total"}`` and
+        what ``more(row)`` adds (JSON: it is the step's output).
+        ``total(row)`` counts the rows the pass expects.
         """
         row = self._locked()
         done = row.state == PassState.DONE
@@ -249,6 +249,7 @@ class Ledger:
             "cursor": row.cursor,
             "page": row.pages_done,
             "rows": row.rows_done,
+            "total": row.total,
             **(more(row) if more is not None else {}),
         }
 

@@ -109,6 +109,7 @@ def walk(
     malformed: Callable[[Any], JobsError],
     atomic: bool = True,
     step_prefix: str = "page-",
+    on_page: Callable[[Position], None] | None = None,
 ) -> tuple[Position, bool]:
     """Walk pages from ``start`` until one holds fewer than ``batch`` rows.
 
@@ -143,5 +144,7 @@ def walk(
         count = int(out["rows"])
         if count:
             position = Position(out["cursor"], position.page + 1, position.rows + count)
+        if on_page is not None:
+            on_page(position)
         if count < batch:
             return position, False

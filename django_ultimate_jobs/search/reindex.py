@@ -286,6 +286,7 @@ class ReindexHandle:
             if start["skip"]:
                 return {"reindex": self.name, "skipped": start["skip"]}
             at = Position(start["cursor"], start["page"], start["rows"])
+            total = start["total"] or 0
             walking = partial(
                 walk,
                 ctx,
@@ -300,13 +301,22 @@ class ReindexHandle:
             )
             rows = at.rows
             if start["phase"] == "rows":
-                end, paused = walking(start=at, run_page=self._index_page)
+                end, paused = walking(
+                    start=at,
+                    run_page=self._index_page,
+                    on_page=lambda at: ctx.progress(at.rows, total),
+                )
                 if paused:
                     return {"reindex": self.name, "paused": True, "rows": end.rows}
                 ctx.step.run("sweep", self._begin_sweep, atomic=True)
                 rows, at = end.rows, Position(None, end.page, 0)
             end, paused = walking(
-                start=at, run_page=self._sweep_page, step_prefix="sweep-"
+                start=at,
+                run_page=self._sweep_page,
+                step_prefix="sweep-",
+                on_page=lambda at: ctx.progress(
+                    total, total, note=f"sweep: {at.rows:,} documents checked"
+                ),
             )
             if paused:
                 return {"reindex": self.name, "paused": True, "rows": rows}
