@@ -24,7 +24,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 
 from ..errors import JobsError
-from ..keyset.models import PassState
+from ..keyset.state import PassState
 from ..validation import storable
 from .audit import confirmation, is_confirmed, log_operator_action
 

@@ -15,13 +15,13 @@ from django.core.files.storage import Storage
 from ..keyset.declarations import refused
 from ..keyset.errors import PASS_REFUSALS
 from ..keyset.ledger import Ledger
-from ..keyset.models import PassRecord
 from .storage import StorageRef, resolve_storage
 
 if TYPE_CHECKING:
     from ..drivers.base import Enqueued
     from ..errors import JobsError
     from ..jobs import JobHandle
+    from ..keyset.models import PassRecord
 
 __all__ = ["ArtifactHandle"]
 

@@ -35,7 +35,6 @@ from ..jobs import job
 from ..keyset.declarations import Declarations, Problems, refused
 from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger, db_now
-from ..keyset.models import PassRecord
 from ..keyset.pages import checked_source, cursor_value, expected_total, page_after
 from ..keyset.target import model_label, resolve_model
 from ..keyset.walk import Pacer, Position, walk
@@ -68,6 +67,7 @@ from .storage import (
 if TYPE_CHECKING:
     from ..context import JobContext
     from ..drivers.base import Enqueued
+    from ..keyset.models import PassRecord
 
 __all__ = [
     "EXPORT_JOB_PREFIX",

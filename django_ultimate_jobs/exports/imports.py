@@ -30,7 +30,6 @@ from ..jobs import job
 from ..keyset.declarations import Declarations, Problems, refused
 from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger
-from ..keyset.models import PassRecord
 from ..keyset.target import model_label, resolve_model
 from ..keyset.walk import Pacer, Position, walk
 from ..maintenance.builtin import housekeeping_queue
@@ -57,6 +56,7 @@ from .storage import (
 if TYPE_CHECKING:
     from ..context import JobContext
     from ..drivers.base import Enqueued
+    from ..keyset.models import PassRecord
 
 __all__ = [
     "IMPORT_JOB_PREFIX",

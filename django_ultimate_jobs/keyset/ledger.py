@@ -24,10 +24,11 @@ from django.db.models import Case, QuerySet, Value, When
 from django.db.models.functions import Now
 
 from ..errors import JobsError
-from .models import PassRecord, PassState
+from .state import PassState
 
 if TYPE_CHECKING:
     from ..drivers.base import Enqueued
+    from .models import PassRecord
 
 __all__ = ["NOT_A_FAILURE", "Ledger", "Refusal", "Refusals", "db_now"]
 

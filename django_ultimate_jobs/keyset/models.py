@@ -13,17 +13,9 @@ from __future__ import annotations
 from django.db import models
 from django.db.models.functions import Now
 
+from .state import PassState
+
 __all__ = ["PassRecord", "PassState"]
-
-
-class PassState(models.TextChoices):
-    """Where a pass stands."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
 
 
 class PassRecord(models.Model):
