@@ -401,6 +401,23 @@ def test_a_cell_an_import_cannot_read_names_its_line_and_column(
     assert "seven" not in str(refused.value)  # never the value
 
 
+def test_rows_the_database_refuses_fail_the_import_with_a_code(
+    declare, pg_driver, storage
+):
+    """A foreign key to a row that is gone: refused at the insert, named by
+    its constraint, never by its values; the part loads nothing."""
+    _export(declare, pg_driver, "t.ex.fk", "out/fk", count=5)
+    User.objects.filter(username__startswith="owner-").delete()
+    load = declare.imports("t.ex.fk", retry=Retry(attempts=1))
+    load.enqueue(prefix="out/fk")
+    _drain(pg_driver)
+    row = Import.objects.get(name=load.name)
+    assert row.error.startswith("X_IMPORT_ROW_INVALID")
+    assert "part-00000.csv: the database refused its rows (IntegrityError on " in row.error
+    assert "owner_id" in row.error and "is not present" not in row.error
+    assert not ExportItemCopy.objects.exists()
+
+
 # -- failures, pauses and reruns ----------------------------------------------------------
 
 

@@ -422,6 +422,11 @@ class ImportHandle(ArtifactHandle):
         others = [field.name for _, field in mapping if field is not self.key]
         manager = model._default_manager
         try:
+            # Django's foreign keys are checked at COMMIT (deferred): checked
+            # now, a row pointing nowhere is refused here, with its code,
+            # not by the step's commit as a bare IntegrityError.
+            with connections[router.db_for_write(model)].cursor() as cursor:
+                cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             if others:
                 manager.bulk_create(
                     objects,
@@ -442,7 +447,7 @@ class ImportHandle(ArtifactHandle):
                 f"{what}: the database refused its rows ({type(error).__name__}"
                 f"{f' on {constraint}' if constraint else ''})",
                 meta={"constraint": constraint},
-            ) from error
+            ) from None  # the database's message holds the values
 
     def _finish(self, ledger: Ledger) -> None:
         # Rows loaded with their keys leave an identity sequence behind
