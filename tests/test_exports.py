@@ -413,7 +413,9 @@ def test_rows_the_database_refuses_fail_the_import_with_a_code(
     _drain(pg_driver)
     row = Import.objects.get(name=load.name)
     assert row.error.startswith("X_IMPORT_ROW_INVALID")
-    assert "part-00000.csv: the database refused its rows (IntegrityError on " in row.error
+    assert (
+        "part-00000.csv: the database refused its rows (IntegrityError on " in row.error
+    )
     assert "owner_id" in row.error and "is not present" not in row.error
     assert not ExportItemCopy.objects.exists()
 
