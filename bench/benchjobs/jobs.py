@@ -57,25 +57,12 @@ def _export_dir():
 
 
 from django_ultimate_jobs.exports import export_rows, import_rows  # noqa: E402
+from tests.jobsapp.jobs import ITEM_FIELDS  # noqa: E402
 
 export_rows(
     name="bench.rows",
     model="jobsapp.ExportItem",
-    fields=[
-        "id",
-        "grp",
-        "name",
-        "note",
-        "amount",
-        "ratio",
-        "flag",
-        "at",
-        "day",
-        "span",
-        "uid",
-        "data",
-        "owner",
-    ],
+    fields=ITEM_FIELDS,
     storage=_export_dir,
     format=os.environ.get("BENCH_EXPORT_FORMAT", "csv"),
 )

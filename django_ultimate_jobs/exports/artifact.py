@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.core.files.storage import Storage
+from django.db import models
 
 from ..keyset.declarations import refused
 from ..keyset.errors import PASS_REFUSALS
@@ -42,6 +43,20 @@ class ArtifactHandle:
         self.storage = storage
         self.origin = origin
         self.job: JobHandle[Any] = None  # type: ignore[assignment]
+
+    @property
+    def model(self) -> type[models.Model]:
+        """The declared model, resolved on first use with what the kind checks
+        beside it (an export's fields, an import's key).
+
+        Raises:
+            the kind's declaration refusal: the model, or a field it names, is
+                unknown.
+        """
+        return self._resolve()[0]
+
+    def _resolve(self) -> tuple[Any, ...]:
+        raise NotImplementedError
 
     def record_model(self) -> type[PassRecord]:
         """``Export`` or ``Import``."""

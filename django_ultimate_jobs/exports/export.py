@@ -138,15 +138,6 @@ class ExportHandle(ArtifactHandle):
     # -- the declaration, resolved ---------------------------------------------------
 
     @property
-    def model(self) -> type[models.Model]:
-        """The declared model (resolved on first use).
-
-        Raises:
-            ExportDeclarationInvalid: the model or a field is unknown.
-        """
-        return self._resolve()[0]
-
-    @property
     def columns(self) -> tuple[Column, ...]:
         """The columns: one per field, in order."""
         return self._resolve()[1]

@@ -208,15 +208,16 @@ def encode_part(
 
 
 def _cells(
-    writers: Sequence[Callable[[Any], Any]], row: Sequence[Any], line: int
+    functions: Sequence[Callable[[Any], Any]], values: Sequence[Any], line: int
 ) -> list[Any]:
+    """Each value through its column's function (a writer or a reader)."""
     try:
-        return [write(value) for write, value in zip(writers, row, strict=True)]
+        return [apply(value) for apply, value in zip(functions, values, strict=True)]
     except CellRefused:
-        # The slow path, on the refused row only: which column it was.
-        for n, (write, value) in enumerate(zip(writers, row, strict=True)):
+        # The slow path, on the refused line only: which column it was.
+        for n, (apply, value) in enumerate(zip(functions, values, strict=True)):
             try:
-                write(value)
+                apply(value)
             except CellRefused as refused:
                 refused.column = n
                 raise _at(refused, line) from None
@@ -374,7 +375,7 @@ def _decode_csv(
             continue
         if len(record) != len(columns):
             raise _at(CellRefused(f"{len(record)} cells, not {len(columns)}"), n)
-        yield _read_cells(readers, record, n)
+        yield _cells(readers, record, n)
 
 
 def _decode_ndjson(columns: Sequence[Column], text: str) -> Iterator[list[Any]]:
@@ -390,23 +391,7 @@ def _decode_ndjson(columns: Sequence[Column], text: str) -> Iterator[list[Any]]:
             raise _at(CellRefused("not a JSON object"), n) from None
         if not isinstance(record, dict) or record.keys() != set(names):
             raise _at(CellRefused("not an object of the manifest's columns"), n)
-        yield _read_cells(readers, [record[name] for name in names], n)
-
-
-def _read_cells(
-    readers: Sequence[Callable[[Any], Any]], cells: list[Any], line: int
-) -> list[Any]:
-    try:
-        return [read(cell) for read, cell in zip(readers, cells, strict=True)]
-    except CellRefused:
-        # The slow path, on the refused line only: which column it was.
-        for n, (read, cell) in enumerate(zip(readers, cells, strict=True)):
-            try:
-                read(cell)
-            except CellRefused as refused:
-                refused.column = n
-                raise _at(refused, line) from None
-        raise
+        yield _cells(readers, [record[name] for name in names], n)
 
 
 def _at(refused: CellRefused, line: int) -> CellRefused:

@@ -126,15 +126,6 @@ class ImportHandle(ArtifactHandle):
     # -- the declaration, resolved ---------------------------------------------------
 
     @property
-    def model(self) -> type[models.Model]:
-        """The model rows load into.
-
-        Raises:
-            ImportDeclarationInvalid: the model or the key is unknown.
-        """
-        return self._resolve()[0]
-
-    @property
     def key(self) -> models.Field[Any, Any]:
         """The unique field rows are matched on."""
         return self._resolve()[1]

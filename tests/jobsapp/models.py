@@ -128,8 +128,8 @@ class IndexWrite(models.Model):
         return f"{self.index_name} {self.object_id}: {self.writes} writes"
 
 
-class ExportItem(models.Model):
-    """A row of every export column type (tests/test_exports.py, the acceptance tier)."""
+class ItemFields(models.Model):
+    """Every export column type: ``ExportItem`` and its import target share them."""
 
     grp = models.SmallIntegerField(default=0)
     name = models.CharField(max_length=200, default="")
@@ -145,28 +145,20 @@ class ExportItem(models.Model):
     owner = models.ForeignKey(
         "auth.User", null=True, blank=True, on_delete=models.SET_NULL
     )
+
+    class Meta:
+        abstract = True
+
+
+class ExportItem(ItemFields):
+    """A row the export tests write (tests/test_exports.py, the acceptance tier)."""
 
     def __str__(self) -> str:
         return f"export item {self.pk} {self.name!r}"
 
 
-class ExportItemCopy(models.Model):
+class ExportItemCopy(ItemFields):
     """Where the import tests load ``ExportItem`` rows: the same columns."""
-
-    grp = models.SmallIntegerField(default=0)
-    name = models.CharField(max_length=200, default="")
-    note = models.TextField(null=True, blank=True)
-    amount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
-    ratio = models.FloatField(null=True, blank=True)
-    flag = models.BooleanField(default=False)
-    at = models.DateTimeField(null=True, blank=True)
-    day = models.DateField(null=True, blank=True)
-    span = models.DurationField(null=True, blank=True)
-    uid = models.UUIDField(null=True, blank=True)
-    data = models.JSONField(null=True, blank=True)
-    owner = models.ForeignKey(
-        "auth.User", null=True, blank=True, on_delete=models.SET_NULL
-    )
 
     def __str__(self) -> str:
         return f"imported item {self.pk} {self.name!r}"
