@@ -38,8 +38,7 @@ from .errors import (
     JobsError,
     RateLimited,
 )
-from .jobs import job
-from .keyset.declarations import Declarations, Problems
+from .keyset.declarations import Declarations, Problems, pass_job
 from .keyset.ledger import Ledger, Refusals
 from .keyset.pages import cursor_value, expected_total, page_after, paging_problem
 from .keyset.walk import (
@@ -79,8 +78,6 @@ __all__ = [
 BACKFILL_JOB_PREFIX = "ultimate_jobs.backfill."
 DEFAULT_BATCH = 1000
 DEFAULT_RATE = 5.0
-DEFAULT_RETRY = Retry(attempts=10)
-"""More attempts than a plain job: a long pass outlives a deploy or two."""
 MAX_NAME_LENGTH = job_name_limit - len(BACKFILL_JOB_PREFIX)
 """The longest backfill name: its job name adds the prefix (177 characters)."""
 REQUIRES_POLL_S = 5.0
@@ -193,15 +190,16 @@ def backfill(
     def run_pass(ctx: JobContext, *, force: bool = False) -> dict[str, Any]:
         return _run_pass(get_backfill(name), ctx, force)
 
-    run_pass.__qualname__ = run_pass.__name__ = f"backfill_{name}"
-    run_pass.__doc__ = f"The pass of backfill {name!r}."
-    handle_ = job(
-        name=BACKFILL_JOB_PREFIX + name,
+    handle_ = pass_job(
+        run_pass,
+        kind="backfill",
+        name=name,
+        prefix=BACKFILL_JOB_PREFIX,
+        key=lambda _input: name,
         queue=queue,
-        retry=retry if retry is not None else DEFAULT_RETRY,
+        retry=retry,
         timeout=timeout,
-        idempotency_key=lambda _input: name,
-    )(run_pass)
+    )
     spec = BackfillSpec(
         name=name,
         source=source,

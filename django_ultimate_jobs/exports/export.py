@@ -31,8 +31,12 @@ from django.db import models
 from django.db.models import F, QuerySet
 
 from ..errors import JobsError
-from ..jobs import job
-from ..keyset.declarations import Declarations, Problems, refused
+from ..keyset.declarations import (
+    Declarations,
+    Problems,
+    pass_job,
+    refused,
+)
 from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger, db_now
 from ..keyset.pages import checked_source, cursor_value, expected_total, page_after
@@ -81,8 +85,6 @@ __all__ = [
 EXPORT_JOB_PREFIX = "ultimate_jobs.export."
 DEFAULT_BATCH = 5000
 DEFAULT_MAX_PART_BYTES = 16 * 1024 * 1024
-DEFAULT_RETRY = Retry(attempts=10)
-"""More attempts than a plain job: a long pass outlives a deploy or two."""
 MAX_NAME_LENGTH = job_name_limit - len(EXPORT_JOB_PREFIX)
 """The longest export name: its job name adds the prefix (179 characters)."""
 
@@ -503,15 +505,16 @@ def export_rows(
     ) -> dict[str, Any]:
         return handle.run(ctx, prefix, dict(params or {}), force)
 
-    run_pass.__qualname__ = run_pass.__name__ = f"export_{name}"
-    run_pass.__doc__ = f"The pass of export {name!r}."
-    handle.job = job(
-        name=EXPORT_JOB_PREFIX + name,
+    handle.job = pass_job(
+        run_pass,
+        kind="export",
+        name=name,
+        prefix=EXPORT_JOB_PREFIX,
+        key=lambda given: str(given.get("prefix")),
         queue=queue,
-        retry=retry if retry is not None else DEFAULT_RETRY,
+        retry=retry,
         timeout=timeout,
-        idempotency_key=lambda given: str(given.get("prefix")),
-    )(run_pass)
+    )
     _exports.add(handle)
     return handle
 

@@ -26,8 +26,12 @@ from django.core.management.color import no_style
 from django.db import DataError, IntegrityError, connections, models, router
 
 from ..errors import JobsError
-from ..jobs import job
-from ..keyset.declarations import Declarations, Problems, refused
+from ..keyset.declarations import (
+    Declarations,
+    Problems,
+    pass_job,
+    refused,
+)
 from ..keyset.errors import PassSourceInvalid
 from ..keyset.ledger import Ledger
 from ..keyset.target import model_label, resolve_model
@@ -69,8 +73,6 @@ __all__ = [
 
 IMPORT_JOB_PREFIX = "ultimate_jobs.import."
 DEFAULT_BATCH = 1000
-DEFAULT_RETRY = Retry(attempts=10)
-"""More attempts than a plain job: a long pass outlives a deploy or two."""
 MAX_NAME_LENGTH = job_name_limit - len(IMPORT_JOB_PREFIX)
 """The longest import name: its job name adds the prefix (179 characters)."""
 
@@ -555,15 +557,16 @@ def import_rows(
     ) -> dict[str, Any]:
         return handle.run(ctx, prefix, force)
 
-    run_pass.__qualname__ = run_pass.__name__ = f"import_{name}"
-    run_pass.__doc__ = f"The pass of import {name!r}."
-    handle.job = job(
-        name=IMPORT_JOB_PREFIX + name,
+    handle.job = pass_job(
+        run_pass,
+        kind="import",
+        name=name,
+        prefix=IMPORT_JOB_PREFIX,
+        key=lambda given: str(given.get("prefix")),
         queue=queue,
-        retry=retry if retry is not None else DEFAULT_RETRY,
+        retry=retry,
         timeout=timeout,
-        idempotency_key=lambda given: str(given.get("prefix")),
-    )(run_pass)
+    )
     _imports.add(handle)
     return handle
 

@@ -17,14 +17,19 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from django.db import models
 
 from ..errors import JobDuplicate, JobsError
+from ..jobs import job
 from ..registry import get_job, unregister
+from ..retry import Retry
 from ..validation import name_problem
 from .walk import rate_problem
 
 if TYPE_CHECKING:
     from ..jobs import JobHandle
 
-__all__ = ["Declarations", "Problems", "refused"]
+__all__ = ["DEFAULT_RETRY", "Declarations", "Problems", "pass_job", "refused"]
+
+DEFAULT_RETRY = Retry(attempts=10)
+"""More attempts than a plain job: a long pass outlives a deploy or two."""
 
 
 class _Declared(Protocol):
@@ -164,3 +169,30 @@ def refused(
         f"{kind} {shown!r} is invalid: " + "; ".join(problems),
         meta={kind: str(shown), "problems": problems},
     )
+
+
+def pass_job(
+    body: Callable[..., Any],
+    *,
+    kind: str,
+    name: str,
+    prefix: str,
+    key: Callable[[Any], str],
+    queue: Any,
+    retry: Retry | None,
+    timeout: Any,
+) -> JobHandle[Any]:
+    """Declare the job of a pass: ``<prefix><name>``, running ``body``.
+
+    ``key`` answers the job's idempotency key from its input: one live pass
+    per key. ``retry`` defaults to :data:`DEFAULT_RETRY`.
+    """
+    body.__qualname__ = body.__name__ = f"{kind}_{name}"
+    body.__doc__ = f"The pass of {kind} {name!r}."
+    return job(
+        name=prefix + name,
+        queue=queue,
+        retry=retry if retry is not None else DEFAULT_RETRY,
+        timeout=timeout,
+        idempotency_key=key,
+    )(body)

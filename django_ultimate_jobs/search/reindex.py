@@ -33,8 +33,12 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F, QuerySet
 
-from ..jobs import job
-from ..keyset.declarations import Declarations, Problems, refused
+from ..keyset.declarations import (
+    Declarations,
+    Problems,
+    pass_job,
+    refused,
+)
 from ..keyset.errors import PASS_REFUSALS, PassSourceInvalid
 from ..keyset.ledger import Ledger
 from ..keyset.pages import checked_source, cursor_value, expected_total, page_after
@@ -69,8 +73,6 @@ __all__ = [
 REINDEX_JOB_PREFIX = "ultimate_jobs.reindex."
 DEFAULT_BATCH = 500
 DEFAULT_RATE = 20.0
-DEFAULT_RETRY = Retry(attempts=10)
-"""More attempts than a plain job: a long pass outlives a deploy or two."""
 MAX_NAME_LENGTH = job_name_limit - len(REINDEX_JOB_PREFIX)
 """The longest reindex name: its job name adds the prefix (178 characters)."""
 DEFAULT_HITS = 1000
@@ -448,15 +450,16 @@ def reindex(
     def run_pass(ctx: JobContext, *, restart: bool = False) -> dict[str, Any]:
         return handle.run(ctx, restart)
 
-    run_pass.__qualname__ = run_pass.__name__ = f"reindex_{name}"
-    run_pass.__doc__ = f"The pass of reindex {name!r}."
-    handle.job = job(
-        name=REINDEX_JOB_PREFIX + name,
+    handle.job = pass_job(
+        run_pass,
+        kind="reindex",
+        name=name,
+        prefix=REINDEX_JOB_PREFIX,
+        key=lambda _input: name,
         queue=queue,
-        retry=retry if retry is not None else DEFAULT_RETRY,
+        retry=retry,
         timeout=timeout,
-        idempotency_key=lambda _input: name,
-    )(run_pass)
+    )
     _reindexes.add(handle)
     return handle
 
