@@ -18,28 +18,13 @@ suspension and a re-claim per page); a longer one is a durable
 
 from __future__ import annotations
 
-import logging
 import math
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
-from uuid import UUID
 
-from django.db import transaction
-from django.db.models import (
-    Case,
-    CharField,
-    IntegerField,
-    QuerySet,
-    TextField,
-    UUIDField,
-    Value,
-    When,
-)
-from django.db.models.functions import Now
-from django.db.models.query import ModelIterable
+from django.db.models import QuerySet
 
 from .errors import (
     BackfillApplied,
@@ -50,15 +35,23 @@ from .errors import (
     BackfillSourceInvalid,
     BackfillStateInvalid,
     BackfillUnknown,
-    JobDuplicate,
     JobsError,
     RateLimited,
 )
-from .jobs import job
+from .keyset.declarations import Declarations, Problems, pass_job
+from .keyset.ledger import Ledger, Refusals
+from .keyset.pages import cursor_value, expected_total, page_after, paging_problem
+from .keyset.walk import (
+    DURABLE_PACE_S,
+    MAX_RATE,
+    MIN_RATE,
+    Pacer,
+    Position,
+    walk,
+)
 from .maintenance.builtin import housekeeping_queue
 from .retry import Retry
 from .validation import MAX_NAME_LENGTH as job_name_limit
-from .validation import name_problem
 
 if TYPE_CHECKING:
     from .context import JobContext
@@ -67,6 +60,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKFILL_JOB_PREFIX",
+    "DURABLE_PACE_S",
+    "MAX_RATE",
+    "MIN_RATE",
     "BackfillSpec",
     "backfill",
     "enqueue_backfill",
@@ -79,30 +75,22 @@ __all__ = [
     "unmet_requirements",
 ]
 
-logger = logging.getLogger("django_ultimate_jobs")
-
 BACKFILL_JOB_PREFIX = "ultimate_jobs.backfill."
 DEFAULT_BATCH = 1000
 DEFAULT_RATE = 5.0
-DEFAULT_RETRY = Retry(attempts=10)
-"""More attempts than a plain job: a long pass outlives a deploy or two."""
-MIN_RATE = 1 / 86400
-"""The slowest pace: one page a day (slower would overflow a sleep)."""
-MAX_RATE = 1000.0
-"""The fastest pace: a page a millisecond (a backfill is never unpaced)."""
 MAX_NAME_LENGTH = job_name_limit - len(BACKFILL_JOB_PREFIX)
 """The longest backfill name: its job name adds the prefix (177 characters)."""
-DURABLE_PACE_S = 30.0
-"""Waits at least this long between pages are durable sleeps (slot freed)."""
 REQUIRES_POLL_S = 5.0
 """How often a pass waiting on its ``requires=`` looks again."""
-# Codes that stop an attempt without judging the pass: the row is not
-# marked failed for them (the next attempt picks up where this one was).
-_NOT_A_FAILURE = frozenset(
-    {"X_ABORTED", "X_DRAINING", "X_JOB_LEASE_LOST", "X_RATE_LIMITED"}
+_REFUSALS = Refusals(
+    applied=lambda cause, **more: BackfillApplied(cause, **more),
+    paused=lambda cause, **more: BackfillPaused(cause, **more),
+    state_invalid=lambda cause, **more: BackfillStateInvalid(cause, **more),
 )
 
-_backfills: dict[str, BackfillSpec] = {}
+_backfills: Declarations[BackfillSpec] = Declarations(
+    "backfill", lambda cause, **more: BackfillUnknown(cause, **more)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +123,20 @@ class BackfillSpec:
     def interval_s(self) -> float:
         """Seconds between the starts of two pages."""
         return 1.0 / self.rate
+
+    def ledger(self) -> Ledger:
+        """Its progress row, the ``Backfill`` of its name."""
+        from .models import Backfill
+
+        return Ledger(
+            kind="backfill",
+            model=Backfill,
+            lookup={"name": self.name},
+            label=f"backfill {self.name!r}",
+            meta={"backfill": self.name},
+            refusals=_REFUSALS,
+            rerun_fix=f"python manage.py jobs_backfill {self.name} --write --force",
+        )
 
 
 def backfill(
@@ -182,28 +184,22 @@ def backfill(
     origin = (
         f"{getattr(handle, '__module__', '?')}.{getattr(handle, '__qualname__', '?')}"
     )
-    existing = _backfills.get(name)
-    if existing is not None and existing.origin != origin:
-        # Before the job is declared: a refused backfill leaves nothing behind.
-        raise JobDuplicate(
-            f"two backfills are declared with the name {name!r} "
-            f"({existing.origin} and {origin})",
-            fix="give one of them another name=...",
-            meta={"name": name},
-        )
+    # Before the job is declared: a refused backfill leaves nothing behind.
+    _backfills.check_free(name, origin)
 
     def run_pass(ctx: JobContext, *, force: bool = False) -> dict[str, Any]:
         return _run_pass(get_backfill(name), ctx, force)
 
-    run_pass.__qualname__ = run_pass.__name__ = f"backfill_{name}"
-    run_pass.__doc__ = f"The pass of backfill {name!r}."
-    handle_ = job(
-        name=BACKFILL_JOB_PREFIX + name,
+    handle_ = pass_job(
+        run_pass,
+        kind="backfill",
+        name=name,
+        prefix=BACKFILL_JOB_PREFIX,
+        key=lambda _input: name,
         queue=queue,
-        retry=retry if retry is not None else DEFAULT_RETRY,
+        retry=retry,
         timeout=timeout,
-        idempotency_key=lambda _input: name,
-    )(run_pass)
+    )
     spec = BackfillSpec(
         name=name,
         source=source,
@@ -216,7 +212,7 @@ def backfill(
         job=handle_,
         origin=origin,
     )
-    _backfills[name] = spec
+    _backfills.add(spec)
     return handle_
 
 
@@ -229,29 +225,15 @@ def _check_declaration(
     requires: Any,
     count: Any,
 ) -> tuple[str, ...]:
-    problems = []
-    name_wrong = name_problem(name)
-    if name_wrong is None and len(name) > MAX_NAME_LENGTH:
-        name_wrong = f"must be at most {MAX_NAME_LENGTH} characters, not {len(name)}"
-    if name_wrong is not None:
-        problems.append(f"name {name_wrong}")
+    problems = Problems()
+    problems.name(name, MAX_NAME_LENGTH)
     for option, value in (("source", source), ("handle", handle)):
         if not callable(value):
             problems.append(f"{option} must be a callable")
     if count is not None and not callable(count):
         problems.append("count must be a callable or None")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        problems.append(f"batch must be a whole number >= 1, got {batch!r}")
-    if (
-        isinstance(rate, bool)
-        or not isinstance(rate, int | float)
-        or not math.isfinite(rate)
-        or not MIN_RATE <= rate <= MAX_RATE
-    ):
-        problems.append(
-            f"rate must be a number of pages/s from {MIN_RATE:.3g} (one a day) "
-            f"to {MAX_RATE:g}, got {rate!r}"
-        )
+    problems.whole("batch", batch)
+    problems.rate(rate)
     requirements: tuple[str, ...] = ()
     if isinstance(requires, str) or not isinstance(requires, Iterable):
         problems.append("requires must be a list of backfill names")
@@ -261,13 +243,11 @@ def _check_declaration(
             problems.append("requires must hold backfill names (non-empty strings)")
         elif name in requirements:
             problems.append("a backfill cannot require itself")
-    if problems:
-        # A name refused for its length is shown shortened.
-        shown = name[:60] + "..." if isinstance(name, str) and len(name) > 60 else name
-        raise BackfillDeclarationInvalid(
-            f"backfill {shown!r} is invalid: " + "; ".join(problems),
-            meta={"backfill": str(shown), "problems": problems},
-        )
+    problems.raise_if_any(
+        lambda cause, **more: BackfillDeclarationInvalid(cause, **more),
+        "backfill",
+        name,
+    )
     return requirements
 
 
@@ -276,7 +256,7 @@ def _check_declaration(
 
 def registered_backfills() -> list[BackfillSpec]:
     """Every declared backfill, by name."""
-    return [_backfills[name] for name in sorted(_backfills)]
+    return _backfills.all()
 
 
 def get_backfill(name: str) -> BackfillSpec:
@@ -285,20 +265,12 @@ def get_backfill(name: str) -> BackfillSpec:
     Raises:
         BackfillUnknown: none is.
     """
-    spec = _backfills.get(name)
-    if spec is None:
-        raise BackfillUnknown(
-            f"no backfill is declared under the name {name!r}", meta={"backfill": name}
-        )
-    return spec
+    return _backfills.get(name)
 
 
 def unregister_backfill(name: str) -> None:
     """Forget a backfill and its job (tests and docs examples declare them on the fly)."""
-    from .registry import unregister
-
-    _backfills.pop(name, None)
-    unregister(BACKFILL_JOB_PREFIX + name)
+    _backfills.forget(name)
 
 
 def requirement_order(names: Iterable[str]) -> list[str]:
@@ -324,7 +296,7 @@ def requirement_order(names: Iterable[str]) -> list[str]:
             )
         visiting.append(name)
         for requirement in get_backfill(name).requires:
-            if requirement not in _backfills:
+            if not _backfills.holds(requirement):
                 raise BackfillUnknown(
                     f"backfill {name!r} requires {requirement!r}, "
                     "which no backfill declares",
@@ -434,49 +406,19 @@ def enqueue_backfill(
         BackfillPaused: it is paused and ``force`` is not set.
         BackfillRequiresPending: a requirement is not done.
     """
-    from .models import Backfill
-
     spec = get_backfill(name)
     unmet = unmet_requirements(spec)
-    with transaction.atomic():
-        row, _ = Backfill.objects.select_for_update().get_or_create(name=name)
-        if row.state == Backfill.State.DONE and not force:
-            raise BackfillApplied(
-                f"backfill {name!r} is done already",
-                fix=f"python manage.py jobs_backfill {name} --write --force",
-                meta={"backfill": name},
-            )
-        if row.state == Backfill.State.PAUSED and not force:
-            raise BackfillPaused(
-                f"backfill {name!r} is paused", meta={"backfill": name}
-            )
+
+    def check(_row: Any) -> None:
         if unmet and check_requirements:
             raise BackfillRequiresPending(
                 f"backfill {name!r} requires {', '.join(unmet)}, not done yet",
                 meta={"backfill": name, "unmet": unmet},
             )
-        enqueued = spec.job.enqueue(force=force)
-        if not enqueued.deduped:
-            _mark_queued(row, enqueued.run_id, reset=force)
-    return enqueued
 
-
-def _mark_queued(row: Any, run_id: UUID, *, reset: bool) -> None:
-    """Make the row the queued pass's (in the enqueue's transaction).
-
-    Whoever follows the row then sees this pass's outcome, never the
-    previous pass's ``done`` or ``failed``.
-    """
-    from .models import Backfill
-
-    if reset:
-        row.cursor, row.rows_done, row.pages_done, row.total = None, 0, 0, None
-        row.started_at = row.finished_at = None
-    row.state = Backfill.State.PENDING
-    row.run_id = run_id
-    row.error = ""
-    row.updated_at = Now()
-    row.save()
+    return spec.ledger().enqueue(
+        lambda: spec.job.enqueue(force=force), force=force, check=check
+    )
 
 
 def pause_backfill(name: str) -> None:
@@ -486,18 +428,7 @@ def pause_backfill(name: str) -> None:
         BackfillUnknown: not declared.
         BackfillStateInvalid: it is done or paused already.
     """
-    from .models import Backfill
-
-    get_backfill(name)
-    with transaction.atomic():
-        row, _ = Backfill.objects.select_for_update().get_or_create(name=name)
-        if row.state in (Backfill.State.DONE, Backfill.State.PAUSED):
-            raise BackfillStateInvalid(
-                f"backfill {name!r} is {row.state}: there is nothing to pause",
-                meta={"backfill": name},
-            )
-        row.state = Backfill.State.PAUSED
-        row.save(update_fields=["state", "updated_at"])
+    get_backfill(name).ledger().pause()
 
 
 def resume_backfill(name: str) -> Enqueued:
@@ -511,37 +442,15 @@ def resume_backfill(name: str) -> Enqueued:
         BackfillUnknown: not declared.
         BackfillStateInvalid: it is not paused.
     """
-    from .models import Backfill
-
     spec = get_backfill(name)
-    with transaction.atomic():
-        row = (
-            Backfill.objects.select_for_update()
-            .filter(name=name, state=Backfill.State.PAUSED)
-            .first()
-        )
-        if row is None:
-            raise BackfillStateInvalid(
-                f"backfill {name!r} is not paused: there is nothing to resume",
-                meta={"backfill": name},
-            )
-        # In the same transaction: a resume that could not enqueue leaves
-        # the backfill paused, not pending with no pass coming.
-        enqueued = spec.job.enqueue(force=False)
-        if enqueued.deduped:
-            # The paused pass is still live: it goes on by itself.
-            row.state, row.updated_at = Backfill.State.PENDING, Now()
-            row.save(update_fields=["state", "updated_at"])
-        else:
-            _mark_queued(row, enqueued.run_id, reset=False)
-        return enqueued
+    return spec.ledger().resume(lambda _row: spec.job.enqueue(force=False))
 
 
 # -- the pass -------------------------------------------------------------------
 
 
 def _run_pass(spec: BackfillSpec, ctx: JobContext, force: bool) -> dict[str, Any]:
-    try:
+    with spec.ledger().failures():
         unmet = unmet_requirements(spec)
         if unmet:
             # "Not yet", not a failure: no attempt spent, the row left alone.
@@ -550,157 +459,54 @@ def _run_pass(spec: BackfillSpec, ctx: JobContext, force: bool) -> dict[str, Any
                 cause=f"backfill {spec.name!r} waits for {', '.join(unmet)}",
             )
         return _walk(spec, ctx, force)
-    except JobsError as error:
-        if error.code not in _NOT_A_FAILURE:
-            _mark_failed(spec.name, error.render())
-        raise
-    except Exception as error:
-        _mark_failed(spec.name, f"{type(error).__name__}: {error}")
-        raise
 
 
 def _walk(spec: BackfillSpec, ctx: JobContext, force: bool) -> dict[str, Any]:
-    start = ctx.step.run("start", _begin, spec, str(ctx.run_id), force, atomic=True)
+    ledger = spec.ledger()
+    start = ctx.step.run(
+        "start",
+        ledger.begin,
+        str(ctx.run_id),
+        force,
+        total=partial(_expected_total, spec),
+        atomic=True,
+    )
     if start["skip"]:
         return {"backfill": spec.name, "skipped": start["skip"]}
-    cursor, page, rows = start["cursor"], start["page"], start["rows"]
-    first_page, last_ran_at = page, None  # monotonic start of the last page run
-    while True:
-        if state_of(spec.name) == "paused":
-            return {"backfill": spec.name, "paused": True, "rows": rows}
-        if page > first_page:
-            _pace(spec, ctx, page, last_ran_at)
-        began = time.monotonic()
-        name = f"page-{page}"
-        out = ctx.step.run(
-            name, _handle_page, spec, cursor, page, rows, atomic=spec.atomic
-        )
-        # A replayed page did no work now: the next one need not wait for it.
-        last_ran_at = None if ctx.step.replayed[-1:] == [name] else began
-        count = _checkpoint(spec, out)
-        if count:
-            cursor, rows, page = out["cursor"], rows + count, page + 1
-        if count < spec.batch:
-            break
-    ctx.step.run("finish", _finish, spec.name, atomic=True)
-    return {"backfill": spec.name, "rows": rows, "pages": page}
-
-
-def _pace(
-    spec: BackfillSpec, ctx: JobContext, page: int, last_ran_at: float | None
-) -> None:
-    interval = spec.interval_s()
-    if interval >= DURABLE_PACE_S:
-        # Always named and always called: a replay meets the same sleeps.
-        ctx.step.sleep(f"pace-{page}", timedelta(seconds=interval))
-        return
-    if last_ran_at is not None:
-        # The page's own time counts toward the interval.
-        wait = interval - (time.monotonic() - last_ran_at)
-        if wait > 0.001 and ctx.cancellation.wait(wait):
-            ctx.cancellation.raise_if_cancelled()
-
-
-def _checkpoint(spec: BackfillSpec, out: Any) -> int:
-    # A step output is read back from storage: refuse a malformed one
-    # rather than restart from the top.
-    if (
-        not isinstance(out, Mapping)
-        or not isinstance(out.get("rows"), int)
-        or out["rows"] < 0
-    ):
-        raise BackfillSourceInvalid(
+    end, paused = walk(
+        ctx,
+        start=Position(start["cursor"], start["page"], start["rows"]),
+        batch=spec.batch,
+        run_page=partial(_handle_page, spec),
+        paused=lambda: ledger.state() == "paused",
+        pacer=Pacer(spec.rate),
+        malformed=lambda out: BackfillSourceInvalid(
             f"a page checkpoint of backfill {spec.name!r} is malformed: {out!r}",
             meta={"backfill": spec.name},
-        )
-    return int(out["rows"])
+        ),
+        atomic=spec.atomic,
+    )
+    if paused:
+        return {"backfill": spec.name, "paused": True, "rows": end.rows}
+    ctx.step.run("finish", ledger.finish, atomic=True)
+    return {"backfill": spec.name, "rows": end.rows, "pages": end.page}
 
 
-def _begin(spec: BackfillSpec, run_id: str, force: bool) -> dict[str, Any]:
-    from .models import Backfill
-
-    row, _ = Backfill.objects.select_for_update().get_or_create(name=spec.name)
-    if row.state == Backfill.State.DONE and not force:
-        return {"skip": "done"}
-    if row.state == Backfill.State.PAUSED and not force:
-        return {"skip": "paused"}
-    if force:
-        row.cursor, row.rows_done, row.pages_done = None, 0, 0
-        row.started_at = row.finished_at = None
-    row.state = Backfill.State.RUNNING
-    row.run_id = UUID(run_id)
-    row.error = ""
-    row.total = _expected_total(spec, row.cursor, row.rows_done)
-    if row.started_at is None:
-        row.started_at = _db_now()
-    row.save()
-    return {
-        "skip": None,
-        "cursor": row.cursor,
-        "page": row.pages_done,
-        "rows": row.rows_done,
-    }
-
-
-def _expected_total(spec: BackfillSpec, cursor: Any, rows_done: int) -> int:
-    if spec.count is not None or cursor is None:
+def _expected_total(spec: BackfillSpec, row: Any) -> int:
+    if spec.count is not None or row.cursor is None:
         return spec.total()
     # Resumed without a count(): the rows done plus those past the cursor.
-    return rows_done + _queryset(spec).filter(pk__gt=cursor).count()
+    return expected_total(_queryset(spec), row.cursor, row.rows_done)
 
 
-def _handle_page(
-    spec: BackfillSpec, cursor: Any, page: int, rows_before: int
-) -> dict[str, Any]:
-    from .models import Backfill
-
-    queryset = _queryset(spec)
-    if cursor is not None:
-        queryset = queryset.filter(pk__gt=cursor)
-    batch = list(queryset.order_by("pk")[: spec.batch])
+def _handle_page(spec: BackfillSpec, at: Position) -> dict[str, Any]:
+    batch = list(page_after(_queryset(spec), at.cursor, spec.batch))
     if not batch:
-        return {"cursor": cursor, "rows": 0}
+        return {"cursor": at.cursor, "rows": 0}
     spec.handle(batch)
     last = _cursor_value(spec, batch[-1].pk)
-    paused = Backfill.State.PAUSED
-    Backfill.objects.filter(name=spec.name).update(
-        cursor=last,
-        rows_done=rows_before + len(batch),
-        pages_done=page + 1,
-        updated_at=Now(),
-        # An operator's pause, made while this page ran, stands.
-        state=Case(
-            When(state=paused, then=Value(paused)),
-            default=Value(Backfill.State.RUNNING),
-        ),
-    )
+    spec.ledger().page_done(cursor=last, rows=at.rows + len(batch), pages=at.page + 1)
     return {"cursor": last, "rows": len(batch)}
-
-
-def _finish(name: str) -> None:
-    from .models import Backfill
-
-    Backfill.objects.filter(name=name).update(
-        state=Backfill.State.DONE, finished_at=Now(), updated_at=Now(), error=""
-    )
-
-
-def _mark_failed(name: str, error: str) -> None:
-    from django.db import close_old_connections
-
-    from .models import Backfill
-
-    try:
-        # The row may not exist yet: a start step that failed rolled it back.
-        Backfill.objects.get_or_create(name=name)
-        Backfill.objects.filter(name=name).exclude(state=Backfill.State.PAUSED).update(
-            state=Backfill.State.FAILED, error=error[:2000], updated_at=Now()
-        )
-    except Exception:
-        # Progress bookkeeping must not hide the error that failed the pass;
-        # a connection the failure broke is dropped, not kept for the next job.
-        logger.warning("jobs.backfill.ledger-failed", extra={"backfill": name})
-        close_old_connections()
 
 
 def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
@@ -712,7 +518,7 @@ def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
             f"{type(queryset).__name__}, not a QuerySet",
             meta={"backfill": spec.name},
         )
-    problem = _walk_problem(queryset)
+    problem = paging_problem(queryset)
     if problem is not None:
         raise BackfillSourceInvalid(
             f"source() of backfill {spec.name!r} answered {problem}",
@@ -723,44 +529,12 @@ def _queryset(spec: BackfillSpec) -> QuerySet[Any]:
     return queryset
 
 
-def _walk_problem(queryset: QuerySet[Any]) -> str | None:
-    # Each page is source().filter(pk__gt=cursor).order_by("pk")[:batch]:
-    # a slice or a union cannot be filtered again, and handle() is given
-    # model instances, not the dicts or tuples of .values().
-    if queryset.query.is_sliced:
-        return "a sliced QuerySet: the pass takes the pages itself (filter instead)"
-    if queryset.query.combinator:
-        return f"a {queryset.query.combinator}() of QuerySets, which cannot be paged"
-    if queryset._iterable_class is not ModelIterable:
-        return "a .values()/.values_list() QuerySet: handle() takes model instances"
-    field = queryset.model._meta.pk
-    while field is not None and field.is_relation:
-        field = field.target_field  # a one-to-one primary key: the key it holds
-    if not isinstance(field, IntegerField | CharField | TextField | UUIDField):
-        kind = type(field).__name__
-        return (
-            f"a QuerySet of {queryset.model.__name__}, whose primary key is a "
-            f"{kind}: keyset pages need a number, a string or a UUID"
-        )
-    return None
-
-
 def _cursor_value(spec: BackfillSpec, pk: Any) -> int | str:
-    if isinstance(pk, UUID):
-        return str(pk)
-    if isinstance(pk, int | str) and not isinstance(pk, bool):
-        return pk
-    raise BackfillSourceInvalid(
-        f"backfill {spec.name!r} walks a model whose primary key is a "
-        f"{type(pk).__name__}: keyset pages need a number, a string or a UUID",
-        meta={"backfill": spec.name},
-    )
-
-
-def _db_now() -> datetime:
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        (now,) = cursor.fetchone()
-    return now  # type: ignore[no-any-return]
+    value = cursor_value(pk)
+    if value is None:
+        raise BackfillSourceInvalid(
+            f"backfill {spec.name!r} walks a model whose primary key is a "
+            f"{type(pk).__name__}: keyset pages need a number, a string or a UUID",
+            meta={"backfill": spec.name},
+        )
+    return value

@@ -21,6 +21,9 @@ from .states import JobState
 __all__ = [
     "CronTask",
     "Event",
+    "Export",
+    "ExportPart",
+    "Import",
     "InboundDelivery",
     "Job",
     "JobCounter",
@@ -29,6 +32,8 @@ __all__ = [
     "LedgerPosting",
     "OutboxMessage",
     "QueuePause",
+    "Reindex",
+    "SearchDocument",
     "Step",
     "WebhookDelivery",
     "WebhookEndpoint",
@@ -52,13 +57,15 @@ def _require_pgtrigger() -> None:
 
 _require_pgtrigger()
 
-# The tables of the ledger, the consumers and the subjects live beside the
-# API that writes them.
+# The tables of the other capabilities (the ledger, consumers, subjects,
+# webhooks, search, exports and the keyset passes) live beside the API that
+# writes them.
 from .consumers.models import Consumer  # noqa: E402,F401
+from .exports.models import Export, ExportPart, Import  # noqa: E402
+from .keyset.models import PassRecord  # noqa: E402
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+from .search.models import Reindex, SearchDocument  # noqa: E402
 from .subjects.models import ErasureRecord, SubjectExportPart, SubjectRequest  # noqa: E402,F401
-
-# The webhook tables live beside the API that writes them.
 from .webhooks.models import (  # noqa: E402
     InboundDelivery,
     WebhookDelivery,
@@ -444,38 +451,17 @@ class CronTask(models.Model):
         return f"{self.name} ({self.cron} {self.tz})"
 
 
-class Backfill(models.Model):
+class Backfill(PassRecord):
     """One declared ``backfill(...)``'s progress: a row per name.
 
     Written by its pass (the start, each page in the page's own step
     transaction, the end) and by an operator's pause or resume. ``cursor``
     is the primary key of the last row done (JSON: a number or a string);
-    a pass resumed after a pause starts after it.
+    a pass resumed after a pause starts after it. The fields are
+    :class:`~django_ultimate_jobs.keyset.models.PassRecord`'s.
     """
 
-    class State(models.TextChoices):
-        """Where a backfill stands."""
-
-        PENDING = "pending"
-        RUNNING = "running"
-        PAUSED = "paused"
-        DONE = "done"
-        FAILED = "failed"
-
     name = models.TextField(primary_key=True)
-    state = models.TextField(choices=State.choices, default=State.PENDING)
-    cursor = models.JSONField(null=True, blank=True)
-    """The primary key of the last row handled (``None`` before the first page)."""
-    rows_done = models.BigIntegerField(default=0)
-    pages_done = models.IntegerField(default=0)
-    total = models.BigIntegerField(null=True, blank=True)
-    """The rows the pass expects (``count()``, or the source's count) at its start."""
-    run_id = models.UUIDField(null=True, blank=True)
-    """The run of the pass that wrote last."""
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(db_default=Now())
-    error = models.TextField(blank=True, default="")
 
     class Meta:
         db_table = "ultimate_jobs_backfill"

@@ -469,6 +469,7 @@ def _follow_while_a_worker_runs(name, pg_driver, monkeypatch) -> tuple[str, Any]
     the pass); its wait then runs the pass through the real worker path.
     Answers what it printed and the CommandError it raised, if any.
     """
+    from django_ultimate_jobs.management import progress
     from django_ultimate_jobs.management.commands import jobs_backfill
 
     def worker_runs_meanwhile(seconds: float) -> None:
@@ -478,7 +479,7 @@ def _follow_while_a_worker_runs(name, pg_driver, monkeypatch) -> tuple[str, Any]
     assert Backfill.objects.get(name=name).state == "pending"
     # The command's own clock: its poll wait runs the worker instead.
     clock = SimpleNamespace(sleep=worker_runs_meanwhile, monotonic=time.monotonic)
-    monkeypatch.setattr(jobs_backfill, "time", clock)
+    monkeypatch.setattr(progress, "time", clock)
     command = jobs_backfill.Command(stdout=StringIO())
     refused = None
     try:
@@ -681,7 +682,7 @@ def test_the_admin_list_refuses_lookups_other_than_its_state_filter(
 def test_on_a_terminal_the_progress_is_a_bar_with_rate_and_eta():
     from django.core.management.base import OutputWrapper
 
-    from django_ultimate_jobs.management.commands.jobs_backfill import Progress
+    from django_ultimate_jobs.management.progress import Progress
 
     class Terminal(StringIO):
         def isatty(self) -> bool:

@@ -442,7 +442,7 @@ def test_the_command_follows_a_run_with_items_and_no_total(declare, pg_driver):
 
 def test_on_a_terminal_a_run_shows_items_and_rate_without_a_bar():
     from django_ultimate_jobs.management.commands.jobs_consumer import _RunRow
-    from django_ultimate_jobs.management.following import OpenProgress
+    from django_ultimate_jobs.management.progress import OpenProgress
 
     screen, stdout = terminal()
     progress = OpenProgress(stdout, "billing.stripe")

@@ -73,7 +73,7 @@ def test_the_command_erases_and_reports_what_was_erased(pg_driver):
 
 
 def test_on_a_terminal_the_progress_of_a_request_is_a_bar():
-    from django_ultimate_jobs.management.following import Progress
+    from django_ultimate_jobs.management.progress import Progress
 
     screen, stdout = terminal()
     progress = Progress(stdout, "erase tests.customer")

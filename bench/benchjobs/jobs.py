@@ -57,3 +57,28 @@ def latency_redis(ctx):
 
         _REDIS.append(redis.Redis.from_url(os.environ["BENCH_LATENCY_REDIS"]))
     _REDIS[0].hset("bench:ours:started", str(ctx.job_id), repr(started))
+
+
+# -- bench/exports.py: an export and an import of jobsapp.ExportItem rows ----------
+
+
+def _export_dir():
+    import tempfile
+
+    from django.core.files.storage import FileSystemStorage
+
+    default = os.path.join(tempfile.gettempdir(), "uj-bench-exports")
+    return FileSystemStorage(location=os.environ.get("BENCH_EXPORT_DIR", default))
+
+
+from django_ultimate_jobs.exports import export_rows, import_rows  # noqa: E402
+from tests.jobsapp.jobs import ITEM_FIELDS  # noqa: E402
+
+export_rows(
+    name="bench.rows",
+    model="jobsapp.ExportItem",
+    fields=ITEM_FIELDS,
+    storage=_export_dir,
+    format=os.environ.get("BENCH_EXPORT_FORMAT", "csv"),
+)
+import_rows(name="bench.rows", model="jobsapp.ExportItemCopy", storage=_export_dir)

@@ -18,9 +18,11 @@ erase audit; ``consumers`` the stream consumers (pause, resume).
 
 from .backfills import BackfillAdmin
 from .consumers import ConsumerAdmin
+from .exports import ExportAdmin, ImportAdmin
 from .jobs import JobAdmin
 from .ledger import LedgerLineAdmin, LedgerPostingAdmin
 from .outbox import OutboxMessageAdmin
+from .search import ReindexAdmin
 from .subjects import ErasureRecordAdmin, SubjectRequestAdmin
 from .webhooks import InboundDeliveryAdmin, WebhookDeliveryAdmin, WebhookEndpointAdmin
 
@@ -28,11 +30,14 @@ __all__ = [
     "BackfillAdmin",
     "ConsumerAdmin",
     "ErasureRecordAdmin",
+    "ExportAdmin",
+    "ImportAdmin",
     "InboundDeliveryAdmin",
     "JobAdmin",
     "LedgerLineAdmin",
     "LedgerPostingAdmin",
     "OutboxMessageAdmin",
+    "ReindexAdmin",
     "SubjectRequestAdmin",
     "WebhookDeliveryAdmin",
     "WebhookEndpointAdmin",

@@ -239,6 +239,105 @@ for _name, _group in BACKFILL_GROUPS.items():
     )
 
 
+# -- reindex, export, import (tests/test_reindex.py, tests/test_exports.py and
+# the crash tests of tests/acceptance)
+
+from django.core.files.storage import FileSystemStorage  # noqa: E402
+
+from django_ultimate_jobs.exports import export_rows, import_rows  # noqa: E402
+from django_ultimate_jobs.search import PostgresSearchIndex, reindex  # noqa: E402
+
+
+def exports_dir() -> str:
+    """Where the tests' exports go: one folder per test database, shared by
+    the test process and the workers it starts (same environment)."""
+    import tempfile
+
+    database = os.environ.get("ULTIMATE_JOBS_TEST_DB", "test_ultimate_jobs")
+    return os.path.join(tempfile.gettempdir(), f"uj-exports-{database}")
+
+
+def exports_storage() -> FileSystemStorage:
+    return FileSystemStorage(location=exports_dir())
+
+
+class CountingIndex(PostgresSearchIndex):
+    """The PostgreSQL index, counting each document's writes in ``IndexWrite``.
+
+    The count is written in the statement's transaction, the page's: after a
+    crash, ``writes == 1`` on every row means each page was written once.
+    """
+
+    def upsert(self, index, documents):
+        from django.db.models import F
+
+        from tests.jobsapp.models import IndexWrite
+
+        super().upsert(index, documents)
+        ids = sorted({doc.id for doc in documents})
+        IndexWrite.objects.bulk_create(
+            [IndexWrite(index_name=index, object_id=id_) for id_ in ids],
+            ignore_conflicts=True,
+        )
+        IndexWrite.objects.filter(index_name=index, object_id__in=ids).update(
+            writes=F("writes") + 1
+        )
+
+
+def _articles():
+    from tests.jobsapp.models import Article
+
+    return Article.objects.filter(grp=1, published=True)
+
+
+def _export_items(group: str = "1"):
+    from tests.jobsapp.models import ExportItem
+
+    return ExportItem.objects.filter(grp=int(group))
+
+
+ITEM_FIELDS = [
+    "id",
+    "grp",
+    "name",
+    "note",
+    "amount",
+    "ratio",
+    "flag",
+    "at",
+    "day",
+    "span",
+    "uid",
+    "data",
+    "owner",
+]
+
+reindex(
+    name="tests.articles",
+    model="jobsapp.Article",
+    index=CountingIndex(config="english"),
+    fields={"title": "A", "body": "B"},
+    source=_articles,
+    version="updated_at",
+    batch=1000,
+    rate=200,
+)
+export_rows(
+    name="tests.items",
+    model="jobsapp.ExportItem",
+    fields=ITEM_FIELDS,
+    source=_export_items,
+    storage=exports_storage,
+    batch=2000,
+)
+import_rows(
+    name="tests.items",
+    model="jobsapp.ExportItemCopy",
+    storage=exports_storage,
+    batch=1000,
+)
+
+
 if os.environ.get("UJ_LIMIT_JOBS"):
     # The capped jobs, for the workers of the concurrency acceptance tests.
     from . import limit_jobs  # noqa: F401

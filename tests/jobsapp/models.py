@@ -192,3 +192,74 @@ class StreamEffect(models.Model):
 
     def __str__(self) -> str:
         return f"{self.consumer} handled {self.event_id}"
+
+
+class Article(models.Model):
+    """A row the reindex tests index (tests/test_reindex.py, the acceptance tier).
+
+    ``grp`` splits the table so tests of different sizes share it (each
+    reindex's source filters on its own group).
+    """
+
+    grp = models.SmallIntegerField(default=0)
+    title = models.TextField(default="")
+    body = models.TextField(default="")
+    published = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"article {self.pk} {self.title!r}"
+
+
+class IndexWrite(models.Model):
+    """How often a counting index wrote each document: what the crash test counts."""
+
+    index_name = models.TextField()
+    object_id = models.TextField()
+    writes = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                "index_name", "object_id", name="jobsapp_index_write"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.index_name} {self.object_id}: {self.writes} writes"
+
+
+class ItemFields(models.Model):
+    """Every export column type: ``ExportItem`` and its import target share them."""
+
+    grp = models.SmallIntegerField(default=0)
+    name = models.CharField(max_length=200, default="")
+    note = models.TextField(null=True, blank=True)
+    amount = models.DecimalField(max_digits=12, decimal_places=2, default=0)
+    ratio = models.FloatField(null=True, blank=True)
+    flag = models.BooleanField(default=False)
+    at = models.DateTimeField(null=True, blank=True)
+    day = models.DateField(null=True, blank=True)
+    span = models.DurationField(null=True, blank=True)
+    uid = models.UUIDField(null=True, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    owner = models.ForeignKey(
+        "auth.User", null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        abstract = True
+
+
+class ExportItem(ItemFields):
+    """A row the export tests write (tests/test_exports.py, the acceptance tier)."""
+
+    def __str__(self) -> str:
+        return f"export item {self.pk} {self.name!r}"
+
+
+class ExportItemCopy(ItemFields):
+    """Where the import tests load ``ExportItem`` rows: the same columns."""
+
+    def __str__(self) -> str:
+        return f"imported item {self.pk} {self.name!r}"

@@ -13,7 +13,6 @@ run id), never the outcome of an earlier one.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -29,16 +28,9 @@ from ...backfills import (
 )
 from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
-from ...states import LIVE_STATES
 from ...terminal import printable
+from ..progress import Progress, duration, follow, pages
 
-POLL_S = 0.5
-"""How often a followed pass's row is read."""
-PLAIN_EVERY_S = 5.0
-"""Off a terminal, a progress line at most this often (and one at the end)."""
-BAR_WIDTH = 30
-CLEAR = "\x1b[K"
-"""The terminal's erase-to-end-of-line."""
 PENDING_STATES = ("pending", "failed", "paused")
 """What ``--pending`` lists: a pass in flight is not an alarm."""
 
@@ -225,104 +217,19 @@ class Command(BaseCommand):
                 self.stderr.write(str(error))
 
     def _follow(self, name: str, enqueued: Enqueued) -> None:
-        """Follow the pass ``enqueued`` started until it ends; only its outcome counts.
+        """Follow the pass ``enqueued`` started until it ends; only its outcome counts."""
+        from ...models import Backfill
 
-        The row is read only while it is this pass's (its ``run_id``): the
-        outcome of an earlier pass is never reported as this one's.
-        """
-        from ...models import Backfill, Job
-
-        progress = Progress(self.stdout, name)
-        while True:
-            # The job first: a row read after the job has ended is final.
-            job_state = (
-                Job.objects.filter(id=enqueued.id)
-                .values_list("state", flat=True)
-                .first()
-            )
-            live = job_state in LIVE_STATES
-            row = Backfill.objects.filter(name=name, run_id=enqueued.run_id).first()
-            if row is not None:
-                # Pending: no worker has begun the pass, so its total is not
-                # counted yet (a progress line would read 0/0 rows).
-                if row.state != "pending":
-                    progress.show(row)
-                if row.state in ("done", "paused") or (
-                    row.state == "failed" and not live
-                ):
-                    progress.end(row)
-                    if row.state == "failed":
-                        raise CommandError(
-                            f"backfill {name!r} failed: {printable(row.error)}"
-                        )
-                    if row.state == "paused":
-                        # Not done: a script must not read it as success.
-                        raise CommandError(
-                            f"backfill {name!r} was paused before it was done "
-                            f"({row.rows_done:,} rows handled); resume it from the "
-                            "admin's Backfills page (or resume_backfill()), then "
-                            f"follow it: python manage.py jobs_backfill {printable(name)} --write"
-                        )
-                    return
-            if not live:
-                # Cancelled or removed before it ended, or its row was
-                # taken by another pass: say so rather than guess.
-                raise CommandError(
-                    f"backfill {name!r}: its pass (job {enqueued.id}) ended "
-                    f"{job_state or 'removed'} without finishing "
-                    f"(python manage.py jobs_backfill --list)"
-                )
-            time.sleep(POLL_S)  # the poll interval of following a pass
-
-
-class Progress:
-    """Rows done / total, rate and ETA: a bar on a terminal, lines otherwise."""
-
-    def __init__(self, out: Any, name: str) -> None:
-        self.out = out
-        # The bar writes its own \r and erase; the name writes none.
-        self.name = printable(name)
-        self.tty = bool(out.isatty())
-        self.first: tuple[float, int] | None = None
-        self.last_line = -PLAIN_EVERY_S
-
-    def show(self, row: Any) -> None:
-        """Draw the bar, or print a line if the last one is old enough."""
-        now = time.monotonic()
-        if self.first is None or row.rows_done < self.first[1]:
-            self.first = (now, row.rows_done)
-        if self.tty:
-            # Erase what a longer earlier line left to the right.
-            self.out.write("\r" + self._text(row, now, bar=True) + CLEAR, ending="")
-            self.out.flush()
-        elif now - self.last_line >= PLAIN_EVERY_S:
-            self.last_line = now
-            self.out.write(self._text(row, now, bar=False))
-
-    def end(self, row: Any) -> None:
-        """The final line: where the pass ended."""
-        if self.tty:
-            self.out.write("")
-        self.out.write(
-            f"{self.name}: {row.state}, {row.rows_done:,} rows in {_pages(row.pages_done)}"
+        follow(
+            Progress(self.stdout, name),
+            enqueued,
+            lambda: Backfill.objects.filter(name=name).first(),
+            what=f"backfill {name!r}",
+            listing="python manage.py jobs_backfill --list",
+            resume="resume it from the admin's Backfills page (or "
+            "resume_backfill()), then follow it: python manage.py jobs_backfill "
+            f"{printable(name)} --write",
         )
-
-    def _text(self, row: Any, now: float, *, bar: bool) -> str:
-        total = row.total or 0
-        text = f"{self.name}: {row.rows_done:,}/{total:,} rows"
-        if bar and total:
-            filled = min(BAR_WIDTH, BAR_WIDTH * row.rows_done // total)
-            text = (
-                f"{self.name} [{'#' * filled}{' ' * (BAR_WIDTH - filled)}] "
-                + text[len(self.name) + 2 :]
-            )
-        assert self.first is not None
-        elapsed = now - self.first[0]
-        rate = (row.rows_done - self.first[1]) / elapsed if elapsed > 0 else 0.0
-        text += f", {rate:,.0f} rows/s"
-        if rate > 0 and total > row.rows_done:
-            text += f", ETA {_duration((total - row.rows_done) / rate)}"
-        return text
 
 
 def _check_usage(options: dict[str, Any]) -> None:
@@ -337,16 +244,12 @@ def _check_usage(options: dict[str, Any]) -> None:
             )
 
 
-def _pages(count: int) -> str:
-    return f"{count:,} page" if count == 1 else f"{count:,} pages"
-
-
 def _describe(name: str, state: str, row: Any, requires: tuple[str, ...]) -> str:
     # The row's error is stored text (an exception message): escaped.
     text = printable(f"{name}: {state}")
     if row is not None:
         total = "?" if row.total is None else f"{row.total:,}"
-        text += f", {row.rows_done:,}/{total} rows, {_pages(row.pages_done)}"
+        text += f", {row.rows_done:,}/{total} rows, {pages(row.pages_done)}"
         if row.finished_at is not None:
             text += f", finished {row.finished_at.isoformat()}"
         if row.error:
@@ -362,22 +265,12 @@ def _dry_run(name: str) -> str:
     text = (
         # "Up to": a failed or paused pass resumes after its cursor.
         f"{printable(name)} ({plan.state}): would handle up to {plan.rows:,} rows in "
-        f"{_pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
-        f"(at least {_duration(plan.seconds)})"
+        f"{pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
+        f"(at least {duration(plan.seconds)})"
     )
     if plan.unmet:
         text += printable(f"; waits for {', '.join(plan.unmet)} (not done)")
     return text
-
-
-def _duration(seconds: float) -> str:
-    hours, rest = divmod(round(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
 
 
 __all__ = ["Command", "Progress"]

@@ -30,7 +30,7 @@ from ...consumers import (
 )
 from ...consumers.control import consumer_row, parse_cursor
 from ...errors import JobsError
-from ..following import OpenProgress, follow
+from ..progress import OpenProgress, follow_job
 
 __all__ = ["Command"]
 
@@ -129,7 +129,7 @@ class Command(BaseCommand):
                 state=row.state, rows_done=row.run_items, pages_done=row.run_batches
             )
 
-        follow(
+        follow_job(
             OpenProgress(self.stdout, name),
             enqueued.id,
             read,

@@ -31,7 +31,7 @@ from ...subjects import (
     registered_subjects,
 )
 from ...subjects.errors import SubjectArgumentInvalid
-from ..following import Progress, follow
+from ..progress import Progress, follow_job
 
 __all__ = ["Command"]
 
@@ -157,7 +157,7 @@ class Command(BaseCommand):
         def read() -> Any:
             return SubjectRequest.objects.filter(id=requested.request_id).first()
 
-        row = follow(
+        row = follow_job(
             Progress(self.stdout, f"{kind} {options['subject']}"),
             requested.job_id,
             read,
