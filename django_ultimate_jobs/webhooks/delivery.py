@@ -26,6 +26,7 @@ from django.db.models import Case, F, Func, JSONField, Value, When
 from django.db.models.lookups import GreaterThanOrEqual
 from django.utils import timezone
 
+from .. import tracing
 from ..conf import jobs_settings
 from ..errors import Draining, JobsError
 from .addresses import IPNetwork, Resolver, Target, display_url, parse_url, vet
@@ -160,7 +161,18 @@ class Sender:
         except (WebhookEndpointDisabled, WebhookEndpointInvalid) as refusal:
             self._record(ctx, delivery, _Outcome(False, None, 0, refusal), count=False)
             raise
-        outcome = self._attempt(ctx, delivery, endpoint, target)
+        if tracing.enabled():
+            with tracing.webhook_post(
+                url=display_url(endpoint.url),
+                host=target.host,
+                port=target.port,
+                delivery_id=delivery_id,
+                endpoint_id=endpoint.pk,
+            ) as span:
+                outcome = self._attempt(ctx, delivery, endpoint, target)
+                span.answered(outcome.status, outcome.error)
+        else:
+            outcome = self._attempt(ctx, delivery, endpoint, target)
         failures = self._record(ctx, delivery, outcome, count=True)
         if outcome.ok:
             return {
