@@ -46,6 +46,11 @@ interleaved (baseline, ours, baseline, ours...); the table shows medians,
 the results then go to ``bench/results/throughput-<workloads>.json``).
 ``BENCH_TP_BROKERS=1`` runs bench/brokers.py instead: the Redis driver
 beside Celery with a Redis broker and the PostgreSQL driver.
+``BENCH_TP_TRACING=1`` runs every process with OpenTelemetry tracing on
+(bench/bench_settings.py: the SDK, every span recorded, exported to
+nothing), to measure its overhead; the results then go to
+``bench/results/throughput-tracing.json`` (``-tracing`` after the
+``BENCH_TP_ONLY`` name too).
 """
 
 from __future__ import annotations
@@ -112,6 +117,8 @@ TARGETS = {
     "latency_p99": ("max", 1.5),
     "rss": ("max", 1.3),  # peak RSS of a worker process
 }
+TRACING = os.environ.get("BENCH_TP_TRACING") == "1"
+"""Tracing on in every process (read by bench/bench_settings.py too)."""
 SCALE = os.environ.get("BENCH_TP_SCALE", "1") != "0"
 """Also drain with 8 processes x 8 threads (issue 16's scale row)."""
 SCALE_PROCESSES = 8
@@ -576,7 +583,8 @@ def main() -> None:
     bench_url = with_database(base_url, BENCH_DB)
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "
-        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+        + (", tracing on" if TRACING else ""),
         file=sys.stderr,
     )
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
@@ -587,9 +595,8 @@ def main() -> None:
     summary = summarize(rounds)
     print_tables(summary)
     # A partial run (BENCH_TP_ONLY) does not replace the full run's file.
-    results = (
-        RESULTS.with_name(f"throughput-{'-'.join(ONLY)}.json") if ONLY else RESULTS
-    )
+    suffix = "".join(f"-{part}" for part in [*ONLY, *(["tracing"] if TRACING else [])])
+    results = RESULTS.with_name(f"throughput{suffix}.json")
     results.parent.mkdir(parents=True, exist_ok=True)
     import django
 
@@ -607,6 +614,7 @@ def main() -> None:
                 "latency_jobs": LATENCY_JOBS,
                 "rounds": ROUNDS,
                 "threads": THREADS,
+                "tracing": TRACING,
                 "targets": TARGETS,
                 "summary": summary,
                 "per_round": rounds,
