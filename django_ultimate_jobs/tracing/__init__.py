@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from ..conf import jobs_settings
@@ -120,28 +119,28 @@ def _provider_configured() -> bool:
 
 def producing(
     requests: Sequence[RequestT], operation: str, *, task: str | None = None
-) -> AbstractContextManager[Producing[RequestT]]:
+) -> Producing[RequestT]:
     """A PRODUCER span around writing ``requests``; see :func:`.spans.producing`."""
     from .spans import producing as start
 
     return start(requests, operation, task=task)
 
 
-def attempt(claimed: Claimed) -> AbstractContextManager[Attempt]:
+def attempt(claimed: Claimed) -> Attempt:
     """The CONSUMER span of one attempt; see :func:`.spans.attempt`."""
     from .spans import attempt as start
 
     return start(claimed)
 
 
-def step(name: str, run_id: Any) -> AbstractContextManager[Step]:
+def step(name: str, run_id: Any) -> Step:
     """The INTERNAL span of one durable step; see :func:`.spans.step`."""
     from .spans import step as start
 
     return start(name, run_id)
 
 
-def relaying(requests: Sequence[Request]) -> AbstractContextManager[Relaying]:
+def relaying(requests: Sequence[Request]) -> Relaying:
     """The CLIENT span of one outbox publish; see :func:`.spans.relaying`."""
     from .spans import relaying as start
 
@@ -150,7 +149,7 @@ def relaying(requests: Sequence[Request]) -> AbstractContextManager[Relaying]:
 
 def webhook_post(
     *, url: str, host: str, port: int, delivery_id: int, endpoint_id: Any
-) -> AbstractContextManager[HttpRequest]:
+) -> HttpRequest:
     """The CLIENT span of one webhook POST; see :func:`.spans.webhook_post`."""
     from .spans import webhook_post as start
 

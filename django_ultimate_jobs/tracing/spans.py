@@ -24,10 +24,9 @@ as they ask. The trace structure:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from importlib import metadata
-from typing import Any, Generic
+from typing import Any, Generic, Self
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -172,38 +171,50 @@ def _destination(
     return f"{operation} {queue}"
 
 
-@contextmanager
-def _current(
+class _Open:
+    """An open span, current until the ``with`` block ends; the code it wraps
+    records how that went. What ``failures`` the block raises sets the
+    span's status (the error's code as ``error.type``) and goes on.
+
+    A class, not a generator: a span per attempt and per step is the hot
+    path once tracing is on, and each generator layer costs.
+    """
+
+    __slots__ = ("_token", "span")
+    failures: type[BaseException] = BaseException
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def __enter__(self) -> Self:
+        self._token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self
+
+    def __exit__(self, kind: Any, error: BaseException | None, tb: Any) -> None:
+        try:
+            if error is not None and isinstance(error, self.failures):
+                _failed(self.span, error)
+        finally:
+            otel_context.detach(self._token)
+            self.span.end()
+
+
+def _start(
     name: str,
     kind: SpanKind,
     attributes: dict[str, Any],
     links: Sequence[Link] | None = None,
-    failures: type[BaseException] = BaseException,
-) -> Iterator[Span]:
-    """A span, current inside the block; what ``failures`` the block raises
-    sets its status (the error's code as ``error.type``) and goes on."""
-    with _get_tracer().start_as_current_span(
+    context: otel_context.Context | None = None,
+) -> Span:
+    return _get_tracer().start_span(
         name,
+        context=context,
         kind=kind,
         attributes=attributes,
         links=links,
         record_exception=False,
         set_status_on_exception=False,
-    ) as span:
-        try:
-            yield span
-        except failures as error:
-            _failed(span, error)
-            raise
-
-
-class _Open:
-    """An open span, handed to the code it wraps to record how that ended."""
-
-    __slots__ = ("span",)
-
-    def __init__(self, span: Span) -> None:
-        self.span = span
+    )
 
 
 # -- producer ---------------------------------------------------------------------
@@ -225,30 +236,29 @@ class Producing(_Open, Generic[RequestT]):
             self.span.set_attribute(PREFIX + "job.deduped", answers[0].deduped)
 
 
-@contextmanager
 def producing(
     requests: Sequence[RequestT], operation: str, *, task: str | None = None
-) -> Iterator[Producing[RequestT]]:
+) -> Producing[RequestT]:
     """A PRODUCER span (child of the current one) around writing ``requests``.
 
     ``operation`` is ``enqueue`` (the row is written now), ``stage`` (an
     outbox message: its publish comes later, in the relay's span) or
-    ``fire`` (a cron occurrence of ``task``).
+    ``fire`` (a cron occurrence of ``task``). The requests it hands back
+    carry the span's ``traceparent``.
     """
     attributes = _base("create" if operation == "stage" else "send", operation)
     name = _destination(attributes, operation, requests)
     if task is not None:
         attributes[PREFIX + "cron.task"] = task
-    with _current(name, SpanKind.PRODUCER, attributes) as span:
-        traceparent = traceparent_of(span)
-        stamped: Sequence[RequestT] = requests
-        if traceparent is not None:
-            # A caller's own creation context is kept, as the conventions ask.
-            stamped = [
-                r if r.traceparent else dataclasses.replace(r, traceparent=traceparent)  # type: ignore[type-var]
-                for r in requests
-            ]
-        yield Producing(stamped, span)
+    span = _start(name, SpanKind.PRODUCER, attributes)
+    traceparent = traceparent_of(span)
+    if traceparent is not None:
+        # A caller's own creation context is kept, as the conventions ask.
+        requests = [
+            r if r.traceparent else dataclasses.replace(r, traceparent=traceparent)  # type: ignore[type-var]
+            for r in requests
+        ]
+    return Producing(requests, span)
 
 
 # -- consumer ---------------------------------------------------------------------
@@ -285,9 +295,12 @@ def _first_delivery(claimed: Claimed) -> bool:
     )
 
 
-@contextmanager
-def attempt(claimed: Claimed) -> Iterator[Attempt]:
-    """The CONSUMER span of one attempt, current while its body runs."""
+def attempt(claimed: Claimed) -> Attempt:
+    """The CONSUMER span of one attempt, current while its body runs.
+
+    The executor says how it ended (:meth:`Attempt.ended`): a body's error
+    never escapes it, only what stops the process does.
+    """
     creation = creation_context(claimed.traceparent)
     if creation is not None and _first_delivery(claimed):
         parent = trace.set_span_in_context(NonRecordingSpan(creation))
@@ -304,17 +317,11 @@ def attempt(claimed: Claimed) -> Iterator[Attempt]:
         PREFIX + "job.attempt": claimed.attempt,
         PREFIX + "job.max_attempts": claimed.max_attempts,
     }
-    span = _get_tracer().start_span(
-        f"process {claimed.queue}",
-        context=parent,
-        kind=SpanKind.CONSUMER,
-        attributes=attributes,
-        links=[Link(creation)] if creation is not None else None,
+    links = [Link(creation)] if creation is not None else None
+    span = _start(
+        f"process {claimed.queue}", SpanKind.CONSUMER, attributes, links, parent
     )
-    with trace.use_span(
-        span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-    ):
-        yield Attempt(span)
+    return Attempt(span)
 
 
 # -- steps ------------------------------------------------------------------------
@@ -324,26 +331,23 @@ class Step(_Open):
     """A step's open span."""
 
     __slots__ = ()
+    failures = Exception
+    """Only failures: a sleep or a wait inside a step suspends the job (a
+    BaseException), which is not an error."""
 
     def replayed(self) -> None:
         """The step's output came from storage: its work did not run."""
         self.span.set_attribute(PREFIX + "step.replayed", True)
 
 
-@contextmanager
-def step(name: str, run_id: Any) -> Iterator[Step]:
+def step(name: str, run_id: Any) -> Step:
     """An INTERNAL span (child of the attempt's) around one durable step."""
     attributes = {
         PREFIX + "step.name": name,
         PREFIX + "job.run_id": str(run_id),
         PREFIX + "step.replayed": False,
     }
-    # Only failures: a sleep or a wait inside a step suspends the job (a
-    # BaseException), which is not an error.
-    with _current(
-        f"step {name}", SpanKind.INTERNAL, attributes, None, Exception
-    ) as span:
-        yield Step(span)
+    return Step(_start(f"step {name}", SpanKind.INTERNAL, attributes))
 
 
 # -- outbox relay -----------------------------------------------------------------
@@ -363,8 +367,7 @@ class Relaying(_Open):
             _failed(self.span, failure)
 
 
-@contextmanager
-def relaying(requests: Sequence[Request]) -> Iterator[Relaying]:
+def relaying(requests: Sequence[Request]) -> Relaying:
     """A CLIENT span around publishing staged messages, linked to their creation."""
     attributes = _base("send", "publish")
     name = _destination(attributes, "publish", requests)
@@ -373,8 +376,7 @@ def relaying(requests: Sequence[Request]) -> Iterator[Relaying]:
         creation = creation_context(request.traceparent)
         if creation is not None:
             links.append(Link(creation))
-    with _current(name, SpanKind.CLIENT, attributes, links) as span:
-        yield Relaying(span)
+    return Relaying(_start(name, SpanKind.CLIENT, attributes, links))
 
 
 # -- webhooks ---------------------------------------------------------------------
@@ -397,10 +399,9 @@ class HttpRequest(_Open):
             _failed(self.span, error, str(status) if status else None)
 
 
-@contextmanager
 def webhook_post(
     *, url: str, host: str, port: int, delivery_id: int, endpoint_id: Any
-) -> Iterator[HttpRequest]:
+) -> HttpRequest:
     """A CLIENT span (HTTP conventions) around one webhook delivery's POST.
 
     ``url`` is the display form (no credentials, no query).
@@ -413,5 +414,4 @@ def webhook_post(
         PREFIX + "webhook.delivery_id": delivery_id,
         PREFIX + "webhook.endpoint_id": str(endpoint_id),
     }
-    with _current("POST", SpanKind.CLIENT, attributes) as span:
-        yield HttpRequest(span)
+    return HttpRequest(_start("POST", SpanKind.CLIENT, attributes))
