@@ -158,11 +158,17 @@ class JobContext:
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        """A logger carrying the job's name, id and attempt."""
+        """A logger carrying the job's name, id, run id, attempt and queue."""
         if self._logger is None:
             self._logger = logging.LoggerAdapter(
                 logging.getLogger("django_ultimate_jobs.job"),
-                {"job": self.name, "job_id": str(self.job_id), "attempt": self.attempt},
+                {
+                    "job": self.name,
+                    "job_id": str(self.job_id),
+                    "run_id": str(self.run_id),
+                    "attempt": self.attempt,
+                    "queue": self.queue,
+                },
             )
         return self._logger
 
