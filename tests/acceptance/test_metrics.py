@@ -1,0 +1,235 @@
+"""``runjobs --metrics-port``: scraped during a run, parsed with prometheus_client.
+
+What a user relies on: every metric of the monitoring how-to is on the
+endpoint, the counts are what the database says happened, and the queue
+gauges cost the database one read of the queues per ``METRICS_INTERVAL``
+for the whole fleet, however many workers are scraped at once (counted by
+the ``reads`` column the reading transaction itself increments).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_ultimate_jobs import operator
+from django_ultimate_jobs.metrics import METRICS
+from django_ultimate_jobs.metrics.models import MetricsSnapshot
+from django_ultimate_jobs.metrics.snapshot import SNAPSHOT_KEY
+from django_ultimate_jobs.models import Job
+from tests.jobsapp.jobs import always_fail, fail_once, noop, slow
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
+
+START_S = 60
+SETTLE_S = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """Sample name -> {sorted labels: value}, parsed by prometheus_client."""
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = tuple(sorted(sample.labels.items()))
+            samples.setdefault(sample.name, {})[key] = sample.value
+    return samples
+
+
+def _value(samples, name: str, **labels: str) -> float:
+    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+
+
+def _metrics_url(worker) -> str:
+    worker.wait_for_output("metrics on http://", START_S)
+    line = next(x for x in worker.output().splitlines() if "metrics on " in x)
+    return line.split("metrics on ", 1)[1].strip()
+
+
+def _exposed(samples) -> set[str]:
+    names = set()
+    for metric in METRICS:
+        if metric.kind == "histogram":
+            wanted = f"{metric.name}_count"
+        else:
+            wanted = metric.name
+        if wanted in samples:
+            names.add(metric.name)
+    return names
+
+
+def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
+    """Jobs by outcome, histograms, leases lost and queue gauges match the rows."""
+    for _ in range(5):
+        noop.enqueue()
+    failing = [always_fail.enqueue().id for _ in range(2)]
+    fail_once.enqueue()
+    later = timezone.now() + timedelta(hours=1)
+    for _ in range(3):
+        noop.enqueue(run_at=later)
+    held = slow.enqueue(seconds=60)
+    port = _free_port()
+    worker = fleet.start(
+        "--no-scheduler",
+        "--metrics-port",
+        str(port),
+        env={"UJ_METRICS_INTERVAL": "100ms"},
+    )
+    url = _metrics_url(worker)
+    assert url == f"http://127.0.0.1:{port}/metrics"
+
+    # A held job cancelled by an operator: its lease is lost (jobs.lease.lost).
+    wait_until(lambda: operator.job_state(held.id) == "running", SETTLE_S)
+    operator.cancel(held.id)
+
+    def settled():
+        states = Job.objects.values_list("state", flat=True)
+        return sorted(states).count("done") == 6 and list(states).count("dead") == 2
+
+    wait_until(settled, SETTLE_S, message=fleet.logs)
+
+    def scraped_as_the_database_says():
+        samples = _scrape(url)
+        stats = {q["queue"]: q for q in operator.stats()["queues"]}
+        default = stats["default"]
+        depth_ok = all(
+            _value(samples, "ultimate_jobs_queue_depth", queue="default", state=s)
+            == default[s]
+            for s in ("ready", "delayed", "running", "suspended", "failed", "dead")
+        )
+        lost = _value(samples, "ultimate_jobs_job_leases_lost_total")
+        return samples if depth_ok and lost == 1 else None
+
+    samples = wait_until(scraped_as_the_database_says, SETTLE_S, message=fleet.logs)
+
+    assert _exposed(samples) == {m.name for m in METRICS}
+    jobs = "ultimate_jobs_jobs_total"
+    done_noops = Job.objects.filter(name="tests.noop", state="done").count()
+    assert done_noops == 5
+    assert (
+        _value(samples, jobs, name="tests.noop", queue="default", outcome="completed")
+        == done_noops
+    )
+    dead = Job.objects.filter(id__in=failing, state="dead").count()
+    assert dead == 2
+    assert (
+        _value(
+            samples,
+            jobs,
+            name="tests.always_fail",
+            queue="default",
+            outcome="dead-lettered",
+        )
+        == dead
+    )
+    # Each dead job's first attempt was retried; fail_once's too.
+    assert _value(
+        samples, jobs, name="tests.always_fail", queue="default", outcome="retried"
+    ) == sum(j.attempt - 1 for j in Job.objects.filter(id__in=failing))
+    assert (
+        _value(
+            samples, jobs, name="tests.fail_once", queue="default", outcome="retried"
+        )
+        == 1
+    )
+    assert (
+        _value(
+            samples, jobs, name="tests.fail_once", queue="default", outcome="completed"
+        )
+        == 1
+    )
+    # Every attempt that ran was timed and its pickup measured.
+    attempts = sum(
+        value
+        for labels, value in samples[jobs].items()
+        if dict(labels)["outcome"] not in ("lost", "interrupted")
+    )
+    durations = sum(samples["ultimate_jobs_attempt_duration_seconds_count"].values())
+    assert durations == attempts
+    pickups = sum(samples["ultimate_jobs_pickup_latency_seconds_count"].values())
+    assert pickups == attempts + 1  # and the slow job, whose attempt was lost
+    dead_gauge = _value(samples, "ultimate_jobs_queue_dead_jobs", queue="default")
+    assert dead_gauge == operator.count(states="dead", queue="default") == 2
+    assert (
+        _value(samples, "ultimate_jobs_queue_depth", queue="default", state="delayed")
+        == 3
+    )
+    assert _value(samples, "ultimate_jobs_workers_alive") == len(operator.workers())
+    assert _value(samples, "ultimate_jobs_worker_slots") == 8
+    assert _value(samples, "ultimate_jobs_worker_slots_busy") == 0
+    assert _value(samples, "ultimate_jobs_database_up") == 1
+    assert _value(samples, "ultimate_jobs_database_outages_total") == 0
+
+
+def test_ten_scrapers_at_once_cost_one_read_of_the_queues_per_interval(fleet):
+    """Three workers scraped by ten clients at once: one queue read per interval."""
+    for _ in range(3):
+        noop.enqueue(run_at=timezone.now() + timedelta(hours=1))
+    urls = []
+    workers = [
+        fleet.start(
+            "--no-scheduler",
+            "--metrics-port",
+            str(_free_port()),
+            env={"UJ_METRICS_INTERVAL": "30s"},
+        )
+        for _ in range(3)
+    ]
+    urls = [_metrics_url(worker) for worker in workers]
+
+    def burst() -> list[float]:
+        barrier = threading.Barrier(10)
+        seen: list[float] = []
+
+        def one(index: int) -> None:
+            barrier.wait()
+            samples = _scrape(urls[index % len(urls)])
+            seen.append(
+                _value(
+                    samples,
+                    "ultimate_jobs_queue_depth",
+                    queue="default",
+                    state="delayed",
+                )
+            )
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(10)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        return seen
+
+    def reads() -> int:
+        return MetricsSnapshot.objects.get(key=SNAPSHOT_KEY).reads
+
+    # The scrapes of the workers' start may have made the row: make it stale.
+    MetricsSnapshot.objects.update_or_create(
+        key=SNAPSHOT_KEY,
+        defaults={"taken_at": timezone.now() - timedelta(hours=1)},
+    )
+    before = reads()
+    started = time.monotonic()
+    first = burst()
+    second = burst()
+    elapsed = time.monotonic() - started
+    assert first == [3.0] * 10, first
+    assert second == [3.0] * 10, second
+    # Twenty scrapes of three workers in well under one interval: one read.
+    assert elapsed < 30, elapsed
+    assert reads() - before == 1
