@@ -58,6 +58,8 @@ PICKUP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3
 """Pickup latency (seconds): a woken worker to a backlog an hour deep."""
 
 _HELP = {metric.name: metric.help for metric in METRICS}
+_UNTIMED = frozenset(("lost", "interrupted", "refused"))
+"""Outcomes whose body did not run to an end this process can time."""
 
 
 class FleetCollector(Collector):
@@ -175,7 +177,7 @@ class ProcessMetrics:
         # this worker's, so the outcome did not happen.
         written = outcome if landed or outcome == "lost" else "lost"
         self.jobs.labels(claimed.name, claimed.queue, written).inc()
-        if duration_ms is not None and outcome not in ("lost", "interrupted"):
+        if duration_ms is not None and outcome not in _UNTIMED:
             self.duration.labels(claimed.name, claimed.queue).observe(
                 duration_ms / 1000
             )

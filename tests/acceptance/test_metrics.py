@@ -81,7 +81,7 @@ def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
     fail_once.enqueue()
     later = timezone.now() + timedelta(hours=1)
     for _ in range(3):
-        noop.enqueue(run_at=later)
+        noop.using(run_at=later).enqueue()
     held = slow.enqueue(seconds=60)
     port = _free_port()
     worker = fleet.start(
@@ -113,7 +113,8 @@ def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
             for s in ("ready", "delayed", "running", "suspended", "failed", "dead")
         )
         lost = _value(samples, "ultimate_jobs_job_leases_lost_total")
-        return samples if depth_ok and lost == 1 else None
+        busy = _value(samples, "ultimate_jobs_worker_slots_busy")
+        return samples if depth_ok and lost == 1 and busy == 0 else None
 
     samples = wait_until(scraped_as_the_database_says, SETTLE_S, message=fleet.logs)
 
@@ -157,7 +158,7 @@ def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
     attempts = sum(
         value
         for labels, value in samples[jobs].items()
-        if dict(labels)["outcome"] not in ("lost", "interrupted")
+        if dict(labels)["outcome"] not in ("lost", "interrupted", "refused")
     )
     durations = sum(samples["ultimate_jobs_attempt_duration_seconds_count"].values())
     assert durations == attempts
@@ -179,7 +180,7 @@ def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
 def test_ten_scrapers_at_once_cost_one_read_of_the_queues_per_interval(fleet):
     """Three workers scraped by ten clients at once: one queue read per interval."""
     for _ in range(3):
-        noop.enqueue(run_at=timezone.now() + timedelta(hours=1))
+        noop.using(run_at=timezone.now() + timedelta(hours=1)).enqueue()
     urls = []
     workers = [
         fleet.start(
