@@ -35,7 +35,7 @@ from ..signals import job_finished
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
-from .logfields import error_fields, job_fields
+from .logfields import MAX_ERROR_TEXT, error_fields, job_fields
 from .refusals import drained
 
 __all__ = [
@@ -424,6 +424,13 @@ def call_on_settled(
     )
     logger.error(
         "jobs.on-settled.failed",
-        extra={"job": job, "job_id": str(settled.job_id), "code": failure.code},
+        extra={
+            "job": job,
+            "job_id": str(settled.job_id),
+            "run_id": str(settled.run_id),
+            "attempt": settled.attempt,
+            "code": failure.code,
+            "error": f"{type(last).__name__}: {last}"[:MAX_ERROR_TEXT],
+        },
         exc_info=last,
     )
