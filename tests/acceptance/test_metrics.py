@@ -51,6 +51,20 @@ def _scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     return samples
 
 
+def _adjacent_free_ports() -> int:
+    """A port P such that P and P + 1 are both free on 127.0.0.1 now."""
+    for _ in range(50):
+        port = _free_port()
+        with socket.socket() as one, socket.socket() as two:
+            try:
+                one.bind(("127.0.0.1", port))
+                two.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no two adjacent free ports in 50 tries")
+
+
 def _value(samples, name: str, **labels: str) -> float:
     return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
 
@@ -234,3 +248,20 @@ def test_ten_scrapers_at_once_cost_one_read_of_the_queues_per_interval(fleet):
     # Twenty scrapes of three workers in well under one interval: one read.
     assert elapsed < 30, elapsed
     assert reads() - before == 1
+
+
+def test_with_processes_each_child_serves_on_its_own_port(fleet):
+    """``--processes 2 --metrics-port P``: children answer on P and P + 1."""
+    port = _adjacent_free_ports()
+    fleet.start("--processes", "2", "--metrics-port", str(port))
+
+    def both_answer():
+        try:
+            return [
+                _scrape(f"http://127.0.0.1:{p}/metrics")["ultimate_jobs_worker_slots"]
+                for p in (port, port + 1)
+            ]
+        except OSError:
+            return None
+
+    assert wait_until(both_answer, START_S, message=fleet.logs) == [{(): 8.0}] * 2
