@@ -65,8 +65,8 @@ def _adjacent_free_ports() -> int:
     raise AssertionError("no two adjacent free ports in 50 tries")
 
 
-def _value(samples, name: str, **labels: str) -> float:
-    return samples.get(name, {}).get(tuple(sorted(labels.items())), 0.0)
+def _value(samples, metric: str, /, **labels: str) -> float:
+    return samples.get(metric, {}).get(tuple(sorted(labels.items())), 0.0)
 
 
 def _metrics_url(worker) -> str:
