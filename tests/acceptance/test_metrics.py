@@ -190,6 +190,17 @@ def test_a_scrape_during_a_run_has_every_metric_and_the_database_counts(fleet):
     assert _value(samples, "ultimate_jobs_database_up") == 1
     assert _value(samples, "ultimate_jobs_database_outages_total") == 0
 
+    # The worker's console (ConsoleFormatter, tests/acceptance/worker_settings.py)
+    # names each failed attempt's job, run, attempt, queue, code and error.
+    first_id = failing[0]
+    run_id = Job.objects.get(id=first_id).run_id
+    assert (
+        f"jobs.attempt.failed job=tests.always_fail job_id={first_id} "
+        f"run_id={run_id} attempt=2 queue=default outcome=dead-lettered "
+        'code=X_APP_BROKEN error="AppBroken: the gateway said no" '
+        "stop=attempts-exhausted"
+    ) in worker.output()
+
 
 def test_ten_scrapers_at_once_cost_one_read_of_the_queues_per_interval(fleet):
     """Three workers scraped by ten clients at once: one queue read per interval."""

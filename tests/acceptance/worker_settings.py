@@ -59,7 +59,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "extras": {
-            "()": "tests.support.logfmt.ExtrasFormatter",
+            # The app's console formatter: each record's details after it.
+            "()": "django_ultimate_jobs.logging.ConsoleFormatter",
             "format": "%(asctime)s %(levelname)s %(threadName)s %(message)s",
         }
     },
