@@ -67,6 +67,9 @@ class FleetCollector(Collector):
 
     ``close_connections``: close this thread's database connections after
     each scrape (the metrics server answers each scrape in a new thread).
+    ``reachable``: asked first; False skips the read (a worker that knows
+    the database is away answers at once, without a connection attempt per
+    scrape, and says so with ``database_up 0``).
     """
 
     def __init__(
@@ -74,12 +77,16 @@ class FleetCollector(Collector):
         read: Callable[[], QueueSnapshot] = queue_snapshot,
         *,
         close_connections: bool = False,
+        reachable: Callable[[], bool] | None = None,
     ) -> None:
         self._read = read
         self._close = close_connections
+        self._reachable = reachable
 
     def collect(self) -> Iterator[Metric]:
         """Yield the fleet gauges (none when storage cannot be read now)."""
+        if self._reachable is not None and not self._reachable():
+            return
         try:
             snapshot = self._read()
         except Exception:

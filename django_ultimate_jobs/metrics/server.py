@@ -31,7 +31,10 @@ class MetricsServer:
     def __init__(self, worker: Worker, *, addr: str, port: int) -> None:
         self.registry = CollectorRegistry()
         self.metrics = ProcessMetrics(worker, self.registry)
-        self.registry.register(FleetCollector(close_connections=True))
+        outage = worker.outage
+        self.registry.register(
+            FleetCollector(close_connections=True, reachable=lambda: not outage.down)
+        )
         self.metrics.connect()
         try:
             self._httpd, self._thread = start_http_server(

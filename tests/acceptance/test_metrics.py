@@ -16,6 +16,7 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -26,11 +27,13 @@ from django_ultimate_jobs.metrics.snapshot import SNAPSHOT_KEY
 from django_ultimate_jobs.models import Job
 from tests.jobsapp.jobs import always_fail, fail_once, noop, slow
 from tests.support.waiting import wait_until
+from tests.support.workers import WorkerFleet, subprocess_env_for_url
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 
 START_S = 60
 SETTLE_S = 60
+OUTAGE_S = 30
 
 
 def _free_port() -> int:
@@ -276,3 +279,52 @@ def test_with_processes_each_child_serves_on_its_own_port(fleet):
             return None
 
     assert wait_until(both_answer, START_S, message=fleet.logs) == [{(): 8.0}] * 2
+
+
+@pytest.fixture
+def proxied_fleet(tcp_proxy, tmp_path):
+    """Workers that reach the test database through a proxy the test can cut."""
+    proxy = tcp_proxy.for_settings(connection.settings_dict)
+    url = proxy.url_for(str(connection.settings_dict["NAME"]))
+    workers = WorkerFleet(subprocess_env_for_url(url, UJ_VISIBILITY="30s"), tmp_path)
+    try:
+        yield workers, proxy
+    finally:
+        workers.kill_all()
+        print(workers.logs())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_outage_shows_on_the_endpoint_and_is_counted(proxied_fleet):
+    """database_up is 0 during an outage (answered at once, no queue gauges);
+    after it, 1, with the outage counted once, as jobs.db.lost logged it."""
+    fleet, proxy = proxied_fleet
+    worker = fleet.start(
+        "--no-scheduler",
+        "--metrics-port",
+        str(_free_port()),
+    )
+    url = _metrics_url(worker)
+    before = _scrape(url)
+    assert _value(before, "ultimate_jobs_database_up") == 1
+    assert "ultimate_jobs_workers_alive" in before  # the fleet gauges
+    proxy.cut()
+    try:
+        worker.wait_for_output("jobs.db.lost", OUTAGE_S)
+        started = time.monotonic()
+        during = _scrape(url)
+        assert time.monotonic() - started < 2
+        assert _value(during, "ultimate_jobs_database_up") == 0
+        assert "ultimate_jobs_workers_alive" not in during
+    finally:
+        proxy.restore()
+    worker.wait_for_output("jobs.db.recovered", OUTAGE_S)
+
+    def back():
+        samples = _scrape(url)
+        return samples if "ultimate_jobs_workers_alive" in samples else None
+
+    after = wait_until(back, OUTAGE_S, message=fleet.logs)
+    assert _value(after, "ultimate_jobs_database_up") == 1
+    assert _value(after, "ultimate_jobs_database_outages_total") == 1
+    assert worker.output().count("jobs.db.lost") == 1
