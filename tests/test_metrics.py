@@ -71,6 +71,27 @@ def test_the_queues_are_read_once_per_interval_however_often_scraped():
 # -- the view ----------------------------------------------------------------------
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_hostile_queue_name_comes_back_whole_through_the_parser():
+    """A queue name with quotes, a backslash and braces is escaped by the
+    exposition, so it can neither break the format nor forge a sample."""
+    hostile = 'q"} ultimate_jobs_workers_alive 99 {\\x'
+    noop.using(queue=hostile).enqueue()
+    client = Client()
+    client.force_login(_staff(perm=True))
+    body = client.get(URL).content.decode()
+    families = {f.name: f for f in text_string_to_metric_families(body)}
+    ready = {
+        s.labels["queue"]: s.value
+        for s in families[f"{PREFIX}queue_depth"].samples
+        if s.labels["state"] == "ready"
+    }
+    assert ready[hostile] == 1
+    (alive,) = families[f"{PREFIX}workers_alive"].samples
+    assert alive.value == 0
+
+
 def _staff(*, perm: bool, staff: bool = True) -> User:
     user = User.objects.create_user(
         f"u{User.objects.count()}", password="pw", is_staff=staff
