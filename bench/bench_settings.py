@@ -39,3 +39,7 @@ if os.environ.get("BENCH_TP_TRACING") == "1":
     _provider = TracerProvider()
     _provider.add_span_processor(BatchSpanProcessor(_Discard()))
     trace.set_tracer_provider(_provider)
+# bench/throughput.py with BENCH_TP_METRICS=1: the fleet's queue snapshot is
+# read again once per scrape interval (METRICS_INTERVAL set to it).
+if _metrics_interval := os.environ.get("UJ_BENCH_METRICS_INTERVAL"):
+    ULTIMATE_JOBS = {**ULTIMATE_JOBS, "METRICS_INTERVAL": _metrics_interval}

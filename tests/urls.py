@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from django_ultimate_jobs.metrics.views import metrics
 from django_ultimate_jobs.webhooks import webhook_receiver
 from tests.jobsapp.views import enqueue_traced
 
@@ -18,6 +19,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # tests/acceptance/test_traces.py: an enqueue in a web request.
     path("traced/enqueue/", enqueue_traced),
+    path("metrics/jobs", metrics),
     webhook_receiver(
         name="tests-inbound", path="hooks/in/", verify=RECEIVER_SECRET, handle=_keep
     ),
