@@ -46,6 +46,11 @@ interleaved (baseline, ours, baseline, ours...); the table shows medians,
 the results then go to ``bench/results/throughput-<workloads>.json``).
 ``BENCH_TP_BROKERS=1`` runs bench/brokers.py instead: the Redis driver
 beside Celery with a Redis broker and the PostgreSQL driver.
+``BENCH_TP_TRACING=1`` runs every process with OpenTelemetry tracing on
+(bench/bench_settings.py: the SDK, every span recorded, exported to
+nothing), to measure its overhead; the results then go to
+``bench/results/throughput-tracing.json`` (``-tracing`` after the
+``BENCH_TP_ONLY`` and ``-metrics`` parts of the name too).
 ``BENCH_TP_METRICS=1`` runs every ``runjobs`` with ``--metrics-port`` (a free
 port each) and scrapes each endpoint every ``BENCH_TP_SCRAPE_S`` seconds
 (default 1, harsher than a 15 s Prometheus) while it runs, with
@@ -120,6 +125,8 @@ TARGETS = {
     "latency_p99": ("max", 1.5),
     "rss": ("max", 1.3),  # peak RSS of a worker process
 }
+TRACING = os.environ.get("BENCH_TP_TRACING") == "1"
+"""Tracing on in every process (read by bench/bench_settings.py too)."""
 METRICS = os.environ.get("BENCH_TP_METRICS", "0") == "1"
 """Run every runjobs with --metrics-port and scrape it (the metrics overhead)."""
 SCRAPE_S = float(os.environ.get("BENCH_TP_SCRAPE_S", "1"))
@@ -616,7 +623,8 @@ def main() -> None:
     bench_url = with_database(base_url, BENCH_DB)
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "
-        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+        + (", tracing on" if TRACING else ""),
         file=sys.stderr,
     )
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
@@ -627,7 +635,11 @@ def main() -> None:
     summary = summarize(rounds)
     print_tables(summary)
     # A partial run (BENCH_TP_ONLY) does not replace the full run's file.
-    parts = [*ONLY, *(["metrics"] if METRICS else [])]
+    parts = [
+        *ONLY,
+        *(["metrics"] if METRICS else []),
+        *(["tracing"] if TRACING else []),
+    ]
     results = (
         RESULTS.with_name(f"throughput-{'-'.join(parts)}.json") if parts else RESULTS
     )
@@ -648,6 +660,7 @@ def main() -> None:
                 "latency_jobs": LATENCY_JOBS,
                 "rounds": ROUNDS,
                 "threads": THREADS,
+                "tracing": TRACING,
                 "metrics": METRICS,
                 "targets": TARGETS,
                 "summary": summary,

@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.util import find_spec
 from typing import Any
 
 from .durations import is_count, parse_duration_ms
@@ -84,6 +85,8 @@ class JobsSettings:
     webhook_connect_timeout_ms: int = 3_000
     webhook_retention_ms: int = 30 * 86_400_000
     webhook_secret_overlap_ms: int = 86_400_000
+    tracing: bool | str = "auto"
+    """``"auto"``, ``True`` or ``False`` (see :mod:`django_ultimate_jobs.tracing`)."""
     # Metrics (django_ultimate_jobs.metrics).
     metrics_interval_ms: int = 15_000
     """How old the fleet's shared queue snapshot may be before a scrape reads
@@ -177,6 +180,26 @@ def _outbox(key: str, value: Any) -> Any:
     return value
 
 
+def _tracing(key: str, value: Any) -> Any:
+    if not (isinstance(value, bool) or value == "auto"):
+        raise _refused(key, value)
+    # Asked only for True: "auto" must import nothing, and finding a
+    # submodule imports its package.
+    if value is True and not _importable("opentelemetry.trace"):
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] is True but OpenTelemetry is not installed",
+            fix="pip install 'django-ultimate-jobs[otel]', or set it to \"auto\"",
+        )
+    return value
+
+
+def _importable(name: str) -> bool:
+    try:
+        return find_spec(name) is not None
+    except ImportError:  # its package is missing (or blocked)
+        return False
+
+
 def _driver(key: str, value: Any) -> Any:
     if not isinstance(value, str) or not value:
         raise _refused(key, value)
@@ -264,6 +287,7 @@ _DRIVER = Kind(
     _driver,
 )
 _OUTBOX = Kind('True, False or "required"', _outbox)
+_TRACING = Kind('"auto", True or False', _tracing)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
 _NETWORKS = Kind('a list of networks such as "10.0.0.0/8"', _networks)
 _TOKEN = Kind(f"None or a string of at least {MIN_TOKEN_LENGTH} characters", _token)
@@ -304,6 +328,7 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "WEBHOOK_CONNECT_TIMEOUT": (_DURATION, "webhook_connect_timeout_ms"),
     "WEBHOOK_RETENTION": (_DURATION, "webhook_retention_ms"),
     "WEBHOOK_SECRET_OVERLAP": (_DURATION, "webhook_secret_overlap_ms"),
+    "TRACING": (_TRACING, "tracing"),
     "METRICS_INTERVAL": (_DURATION, "metrics_interval_ms"),
     "METRICS_TOKEN": (_TOKEN, "metrics_token"),
 }

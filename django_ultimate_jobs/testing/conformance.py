@@ -76,6 +76,7 @@ from .conformance_limits import LimitsConformance
 from .conformance_maintenance import COUNTER_FIELDS, MaintenanceConformance
 from .conformance_operator import OperatorConformance
 from .conformance_steps import StepsConformance
+from .conformance_traces import TraceContextConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
 
@@ -193,6 +194,7 @@ class DriverConformance(
     StepsConformance,
     CronConformance,
     MaintenanceConformance,
+    TraceContextConformance,
 ):
     """The checks; a subclass provides the fixtures named in the module doc."""
 

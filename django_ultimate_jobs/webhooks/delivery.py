@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
+from .. import tracing
 from ..conf import jobs_settings
 from ..errors import Draining, JobsError
 from .addresses import IPNetwork, Resolver, Target, display_url, parse_url, vet
@@ -156,7 +157,18 @@ class Sender:
         except (WebhookEndpointDisabled, WebhookEndpointInvalid) as refusal:
             self._record(ctx, delivery, _Outcome(False, None, 0, refusal), count=False)
             raise
-        outcome = self._attempt(ctx, delivery, endpoint, target)
+        if tracing.enabled():
+            with tracing.webhook_post(
+                url=display_url(endpoint.url),
+                host=target.host,
+                port=target.port,
+                delivery_id=delivery_id,
+                endpoint_id=endpoint.pk,
+            ) as span:
+                outcome = self._attempt(ctx, delivery, endpoint, target)
+                span.answered(outcome.status, outcome.error)
+        else:
+            outcome = self._attempt(ctx, delivery, endpoint, target)
         failures = self._record(ctx, delivery, outcome, count=True)
         if outcome.ok:
             return {

@@ -157,6 +157,23 @@ def atomic_steps(ctx, *, order: str):
     return [first, second]
 
 
+class CardDeclined(Exception):
+    """An app's own coded error (``code_of`` reads any ``X_`` code)."""
+
+    code = "X_CARD_DECLINED"
+
+
+@job(name="tests.traced_steps", retry=Retry(attempts=3, delay="100ms", jitter="none"))
+def traced_steps(ctx, *, order: str):
+    """A step, then a failure on the first attempt; the retry replays the
+    step and runs a second one (tests/test_tracing.py, acceptance/test_traces.py)."""
+    ctx.step.run("reserve", lambda: f"reserve:{order}")
+    if ctx.attempt == 1:
+        raise CardDeclined(f"card declined for {order} (first attempt)")
+    ctx.step.run("charge", lambda: f"charge:{order}")
+    return {"attempt": ctx.attempt}
+
+
 # -- a cron task for the scheduler's acceptance tests ---------------------------
 #
 # Declared only in runjobs subprocesses started with UJ_CRON_TASK=1, so every

@@ -1510,16 +1510,17 @@ WITH clock AS (
 ), inserted AS (
     INSERT INTO ultimate_jobs_job
            (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, created_at, updated_at,
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
             concurrency_key, concurrency_limit)
     SELECT r.id, r.name, r.queue, r.input, r.idempotency_key, r.id, r.max_attempts,
            r.priority, CASE WHEN r.run_at > clock.now THEN 'delayed' ELSE 'ready' END,
-           r.run_at, r.tenant_id, r.enqueued_by, clock.now, clock.now,
+           r.run_at, r.tenant_id, r.enqueued_by, r.traceparent, clock.now, clock.now,
            r.concurrency_key, r.concurrency_limit
       FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
                ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
                max_attempts int, priority int, run_at timestamptz, tenant_id text,
-               enqueued_by text, concurrency_key text, concurrency_limit int),
+               enqueued_by text, traceparent text, concurrency_key text,
+               concurrency_limit int),
            clock
      WHERE EXISTS (SELECT 1 FROM moved)
      ORDER BY r.ord
