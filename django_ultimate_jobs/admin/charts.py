@@ -146,14 +146,14 @@ def chart(
             (last, WIDTH - _RIGHT),
         )
     )
+    # Gridlines at 0, the top and a whole value near the middle (2 of 5).
     y_ticks = tuple(
         Tick(
             x=_LEFT - 6,
-            y=round(_TOP + _PLOT_H * (1 - share), 2),
-            text=axis(round(top * share)),
+            y=round(_TOP + _PLOT_H * (1 - level / top), 2),
+            text=axis(level),
         )
-        for share in (0, 0.5, 1)
-        if share != 0.5 or top >= 2
+        for level in sorted({0, top // 2, top})
     )
     busiest = max(range(len(values)), key=lambda i: values[i] or 0)
     desc = (
