@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from ..outage import DatabaseOutage, process_outage
 from ..sessions import DjangoConnectivity
 from .client import redis_module, session_client
+from .errors import RedisNotReplicated
 
 if TYPE_CHECKING:
     from .store import RedisStore
@@ -43,7 +44,10 @@ _AWAY_TEXT = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 def is_unavailable(error: BaseException) -> bool:
     """Whether ``error`` says Redis cannot serve now (gone, loading, a
-    replica, a cluster without a slot's owner), not that a call is wrong."""
+    replica, a cluster without a slot's owner, replicas too far behind for
+    ``REDIS_WAIT_REPLICAS``), not that a call is wrong."""
+    if isinstance(error, RedisNotReplicated):
+        return True
     try:
         exceptions = redis_module().exceptions
     except Exception:  # no client: nothing of it can have failed
@@ -77,7 +81,7 @@ class RedisSession:
         """Give this thread a connection of its own (none on a cluster)."""
         if self.store.cluster:
             return
-        self._client = session_client(self.store.url, self.name)
+        self._client = session_client(self.store.endpoint, self.name)
         self.store.local.client = self._client
 
     def refresh(self) -> None:

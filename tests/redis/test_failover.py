@@ -1,0 +1,145 @@
+"""A Redis failover under load, through Sentinel, with ``WAIT`` for a replica.
+
+Real processes: a primary, two replicas and a Sentinel (quorum 1, the
+primary down after 1 s), each a ``redis-server`` of the test's own; the
+test's driver and a ``runjobs`` find the primary through the Sentinel
+(``REDIS_SENTINELS``) and follow every script with ``WAIT 1``
+(``REDIS_WAIT_REPLICAS``). The primary is SIGKILLed while jobs are
+enqueued and run; the Sentinel promotes a replica and the worker follows
+it without a restart. Judged by the job rows in Redis and the effects the
+bodies wrote: every job ``enqueue()`` returned for ends ``done``, none ran
+twice under a live claim.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from django_ultimate_jobs.drivers.redis.errors import RedisNotReplicated
+from tests.redis.conftest import (
+    admin_client,
+    driver_and_fleet,
+    enqueue_until_acknowledged,
+    queue_history,
+    wait_all_done,
+)
+from tests.support.redis import RedisSentinel, RedisServer, own_redis
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
+
+SERVICE = "uj"
+WAIT_TIMEOUT_MS = 1000
+
+
+def _replicas_of(url: str) -> int:
+    with contextlib.closing(admin_client(url)) as admin:
+        info = admin.info("replication")
+    return sum(
+        1
+        for key, value in info.items()
+        if key.startswith("slave") and value.get("state") == "online"
+    )
+
+
+def _sentinel_options(sentinel: RedisSentinel) -> dict:
+    return {
+        "sentinels": [("127.0.0.1", sentinel.port)],
+        "service": SERVICE,
+        "wait_replicas": 1,
+        "wait_timeout_ms": WAIT_TIMEOUT_MS,
+    }
+
+
+def _sentinel_env(sentinel: RedisSentinel) -> dict[str, str]:
+    return {
+        "UJ_REDIS_SENTINELS": f"127.0.0.1:{sentinel.port}",
+        "UJ_REDIS_SERVICE": SERVICE,
+        "UJ_REDIS_WAIT_REPLICAS": "1",
+        "UJ_REDIS_WAIT_TIMEOUT": f"{WAIT_TIMEOUT_MS}ms",
+    }
+
+
+@contextlib.contextmanager
+def _replicated():
+    """A primary with two replicas in sync, and a Sentinel watching it."""
+    with contextlib.ExitStack() as stack:
+        primary = stack.enter_context(own_redis())
+        for _ in range(2):
+            stack.enter_context(
+                own_redis("--replicaof", "127.0.0.1", str(primary.port))
+            )
+        wait_until(lambda: _replicas_of(primary.url) == 2, 30)
+        sentinel = RedisSentinel(primary.port, SERVICE)
+        stack.callback(sentinel.close)
+        sentinel.start()
+
+        def replicas_known() -> bool:
+            with contextlib.closing(admin_client(sentinel.url)) as admin:
+                return len(admin.sentinel_slaves(SERVICE)) == 2
+
+        wait_until(replicas_known, 30)
+        yield primary, sentinel
+
+
+def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
+    transactional_db, tmp_path: Path
+):
+    with (
+        _replicated() as (primary, sentinel),
+        driver_and_fleet(
+            # With Sentinels the URL's host is not used: the primary is
+            # whichever server the Sentinel names.
+            "redis://sentinel-named-primary/0",
+            "failover",
+            tmp_path,
+            _sentinel_env(sentinel),
+            **_sentinel_options(sentinel),
+        ) as (driver, fleet),
+    ):
+        worker = fleet.start("--concurrency", "4", name="worker")
+        enqueued = [
+            enqueue_until_acknowledged("before", sleep_ms=20) for _ in range(80)
+        ]
+        primary.stop(kill=True)
+        enqueued += [
+            enqueue_until_acknowledged("after", sleep_ms=20) for _ in range(80)
+        ]
+        assert sentinel.primary_port() != primary.port  # it failed over
+
+        wait_all_done(driver, enqueued, fleet, timeout=120)
+        history = queue_history(driver, enqueued)
+        assert history.valid, history.summary()
+        assert worker.alive()  # it followed the Sentinel, no restart
+        assert "jobs.db.lost" in worker.output()  # it did meet the failover
+
+
+def test_an_enqueue_no_replica_confirms_is_refused_with_a_code(transactional_db):
+    """``WAIT`` answers fewer replicas than asked: ``X_REDIS_NOT_REPLICATED``
+    (the primary has the job; the caller is told it could be lost)."""
+    from django_ultimate_jobs.drivers import set_driver
+    from django_ultimate_jobs.drivers.redis import RedisDriver
+    from tests.jobsapp.jobs import effect
+
+    with contextlib.ExitStack() as stack:
+        primary = stack.enter_context(own_redis())
+        replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
+        stack.callback(replica.close)
+        replica.start()
+        wait_until(lambda: _replicas_of(primary.url) == 1, 30)
+        driver = RedisDriver(
+            primary.url, prefix="unreplicated", wait_replicas=1, wait_timeout_ms=200
+        )
+        stack.callback(driver.close)
+        stack.callback(set_driver, set_driver(driver))
+        confirmed = effect.enqueue(tag="confirmed").id
+        assert driver.get(confirmed).state == "ready"
+
+        replica.stop(kill=True)
+        with pytest.raises(RedisNotReplicated) as refused:
+            effect.enqueue(tag="unconfirmed")
+        assert refused.value.code == "X_REDIS_NOT_REPLICATED"
+        assert refused.value.meta["replicas"] == 0
