@@ -46,9 +46,12 @@ def _record(ctx, kind: str) -> None:
 
 
 @job(name="tests.effect", retry=Retry(attempts=5, delay="100ms"))
-def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None):
-    """Record one effect, then (optionally) wait cooperatively."""
+def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None, progress: bool = False):
+    """Record one effect, then (optionally) report progress (a write to the
+    job store from the body's thread) and wait cooperatively."""
     _record(ctx, "run")
+    if progress:
+        ctx.progress(1, 1)
     if sleep_ms:
         ctx.cancellation.wait(sleep_ms / 1000)
         ctx.cancellation.raise_if_cancelled()

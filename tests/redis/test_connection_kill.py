@@ -42,11 +42,15 @@ def _lease_expiry(driver):
     return held[0] if held else None
 
 
-def _enqueue(tag: str, count: int, *, outbox: bool) -> list:
+def _enqueue(tag: str, count: int, role: str) -> list:
     from tests.jobsapp.jobs import effect
 
-    if not outbox:
-        return [effect.enqueue(tag=f"{tag}-{i}").id for i in range(count)]
+    # A slot's connection is the one its bodies write to the store with.
+    progress = role == "slot"
+    if role != "relay":
+        return [
+            effect.enqueue(tag=f"{tag}-{i}", progress=progress).id for i in range(count)
+        ]
     # Inside a transaction the Redis driver stages the enqueue in the
     # outbox: the worker's relay publishes it after the commit.
     with transaction.atomic():
@@ -65,8 +69,7 @@ def test_a_role_whose_connection_is_killed_settles_every_later_job_first_time(
     ):
         worker = fleet.start("--concurrency", "2")
         worker.wait_for_output("jobs.wake.live", PICKUP_S)
-        outbox = role == "relay"
-        wait_all_done(driver, _enqueue("before", 10, outbox=outbox), fleet)
+        wait_all_done(driver, _enqueue("before", 10, role), fleet)
         wait_until(lambda: _named(admin, role), PICKUP_S, message=fleet.logs)
         wait_until(lambda: _lease_expiry(driver), PICKUP_S, message=fleet.logs)
         lease = _lease_expiry(driver)
@@ -75,7 +78,7 @@ def test_a_role_whose_connection_is_killed_settles_every_later_job_first_time(
         for victim in victims:
             admin.client_kill_filter(_id=victim["id"])
         assert victims, f"no connection of role {role}"
-        after = _enqueue("after", 30, outbox=outbox)
+        after = _enqueue("after", 30, role)
         wait_all_done(driver, after, fleet, timeout=PICKUP_S)
         if role == "schedule":
             # It renews its lease every 10 s: wait for one renewal after the
@@ -95,4 +98,7 @@ def test_a_role_whose_connection_is_killed_settles_every_later_job_first_time(
 
         rows = [driver.get(job_id) for job_id in after]
         assert {(r.state, r.attempt, r.claims) for r in rows} == {("done", 1, 1)}
+        if role == "slot":
+            assert all(r.progress for r in rows)
+            assert "jobs.progress.failed" not in worker.output()
         assert_recovered_quietly(worker)

@@ -117,7 +117,7 @@ def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
         assert "jobs.db.lost" in worker.output()  # it did meet the failover
 
 
-def test_an_enqueue_no_replica_confirms_is_refused_with_a_code(transactional_db):
+def test_an_enqueue_no_replica_confirms_is_refused_with_a_code():
     """``WAIT`` answers fewer replicas than asked: ``X_REDIS_NOT_REPLICATED``
     (the primary has the job; the caller is told it could be lost)."""
     from django_ultimate_jobs.drivers import set_driver

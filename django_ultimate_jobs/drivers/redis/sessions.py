@@ -27,7 +27,13 @@ from .errors import RedisNotReplicated
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["RedisConnectivity", "RedisSession", "is_unavailable", "role_name"]
+__all__ = [
+    "RedisConnectivity",
+    "RedisSession",
+    "drop_if_closed",
+    "is_unavailable",
+    "role_name",
+]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -40,6 +46,26 @@ def role_name(role: str, worker_id: str) -> str:
 
 
 _AWAY_TEXT = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def drop_if_closed(client: Any) -> None:
+    """Drop ``client``'s own connection if the server closed it (or sent
+    something unasked) while it was idle; the next call dials again.
+
+    What a connection pool does to a connection it hands out, done to a
+    role's connection, which is never handed out: without it the first call
+    after a ``CLIENT KILL`` (an idle-connection reaper, a failover) would
+    fail and count as an outage. No round trip: a poll of the socket.
+    """
+    connection = getattr(client, "connection", None)
+    if connection is None or getattr(connection, "_sock", None) is None:
+        return
+    try:
+        if not connection.can_read(timeout=0):
+            return
+    except Exception:  # closed by the server: can_read says so by raising
+        logger.debug("jobs.db.closed-by-server", exc_info=True)
+    connection.disconnect()
 
 
 def is_unavailable(error: BaseException) -> bool:
@@ -85,7 +111,8 @@ class RedisSession:
         self.store.local.client = self._client
 
     def refresh(self) -> None:
-        """Nothing to do: a connection the server closed reconnects on its next use."""
+        """Before a unit of work: replace a connection the server closed."""
+        drop_if_closed(self._client)
 
     def failed(self, error: BaseException) -> bool:
         """After a failed call: True if Redis is away (reported once per outage)."""
@@ -146,6 +173,12 @@ class RedisConnectivity(DjangoConnectivity):
     def is_unavailable(self, error: BaseException) -> bool:
         """:func:`is_unavailable`."""
         return is_unavailable(error)
+
+    def drop_dead(self) -> None:
+        """Before a body: this thread's Django connections and its Redis
+        connection (a body's enqueue uses it), each dropped if closed."""
+        super().drop_dead()
+        drop_if_closed(getattr(self.store.local, "client", None))
 
     def recover(self, session: Any, error: BaseException) -> bool:
         """:meth:`RedisSession.failed`, or (no session) False after a Redis
