@@ -143,3 +143,21 @@ def test_an_enqueue_no_replica_confirms_is_refused_with_a_code():
             effect.enqueue(tag="unconfirmed")
         assert refused.value.code == "X_REDIS_NOT_REPLICATED"
         assert refused.value.meta["replicas"] == 0
+
+
+def test_a_write_to_a_replica_reads_as_redis_being_away():
+    """A connection left on a demoted primary meets ``READONLY``: the worker
+    roles treat it as an outage (reconnect, retry), not as a failed call."""
+    from django_ultimate_jobs.drivers.base import EnqueueRequest
+    from django_ultimate_jobs.drivers.redis import RedisDriver
+
+    with contextlib.ExitStack() as stack:
+        primary = stack.enter_context(own_redis())
+        replica = stack.enter_context(
+            own_redis("--replicaof", "127.0.0.1", str(primary.port))
+        )
+        driver = RedisDriver(replica.url, prefix="readonly")
+        stack.callback(driver.close)
+        with pytest.raises(Exception) as refused:
+            driver.enqueue(EnqueueRequest(name="redis.readonly", input={}))
+        assert driver.sessions.is_unavailable(refused.value), repr(refused.value)

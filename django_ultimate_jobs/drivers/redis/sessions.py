@@ -80,12 +80,17 @@ def is_unavailable(error: BaseException) -> bool:
         return False
     if isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError):
         return True
-    if isinstance(error, exceptions.ResponseError):
-        return str(error).startswith(_AWAY_TEXT)
+    if isinstance(error, exceptions.ResponseError) and str(error).startswith(
+        _AWAY_TEXT
+    ):
+        return True
+    # redis-py strips the code off the errors it has a class for (READONLY
+    # reads "You can't write against a read only replica."): by class.
     return type(error).__name__ in {
         "ClusterDownError",
         "TryAgainError",
         "MasterDownError",
+        "ReadOnlyError",
     }
 
 
