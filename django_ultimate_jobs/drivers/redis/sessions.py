@@ -63,8 +63,11 @@ def drop_if_closed(client: Any) -> None:
     try:
         if not connection.can_read(timeout=0):
             return
-    except Exception:  # closed by the server: can_read says so by raising
-        logger.debug("jobs.db.closed-by-server", exc_info=True)
+    except Exception as error:  # closed by the server: can_read raises
+        logger.debug(
+            "jobs.db.stale-connection",
+            extra={"alias": "redis", "error": f"{type(error).__name__}: {error}"},
+        )
     connection.disconnect()
 
 
