@@ -57,6 +57,20 @@ def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None, progress: bool = F
         ctx.cancellation.raise_if_cancelled()
 
 
+@job(name="tests.fan_out", retry=Retry(attempts=3, delay="100ms"))
+def fan_out(ctx, *, tags: list[str]):
+    """Enqueue an ``effect`` per tag in one transaction; answer their ids.
+
+    On a driver that cannot join the transaction (Redis) the children go
+    through the outbox, published by this worker's relay after the commit.
+    """
+    from django.db import transaction
+
+    with transaction.atomic():
+        children = [effect.enqueue(tag=tag) for tag in tags]
+    return [str(child.id) for child in children]
+
+
 @job(name="tests.slow", retry=Retry(attempts=3, delay="100ms"))
 def slow(ctx, *, seconds: float = 30.0, flag: str | None = None):
     """Record a start, then wait up to ``seconds``; cooperative.

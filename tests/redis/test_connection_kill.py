@@ -7,16 +7,17 @@ ID`` of each connection of that name, as a failover or an idle-connection
 reaper does) and judges by the job rows in Redis: every job enqueued
 afterwards ends ``done`` at attempt 1 under its first claim, and the role
 that lost its connection carries on (the scheduler renews its lease, the
-listener proves the wake again, the relay publishes).
+listener proves the wake again, the relay publishes what a body enqueued
+inside a transaction).
 """
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from uuid import UUID
 
 import pytest
-from django.db import transaction
 
 from django_ultimate_jobs.worker.scheduler import SCHEDULER_LEASE_KEY
 from tests.redis.conftest import admin_client, driver_and_fleet, wait_all_done
@@ -42,19 +43,20 @@ def _lease_expiry(driver):
     return held[0] if held else None
 
 
-def _enqueue(tag: str, count: int, role: str) -> list:
-    from tests.jobsapp.jobs import effect
+def _enqueue(driver, fleet, tag: str, count: int, role: str) -> list:
+    """``count`` jobs the role under test touches; their ids once enqueued."""
+    from tests.jobsapp.jobs import effect, fan_out
 
+    tags = [f"{tag}-{i}" for i in range(count)]
+    if role == "relay":
+        # A body enqueueing inside a transaction: on Redis the children go
+        # through the outbox, published by the worker's relay.
+        parent = fan_out.enqueue(tags=tags).id
+        wait_all_done(driver, [parent], fleet, timeout=PICKUP_S)
+        return [UUID(child) for child in driver.get(parent).result]
     # A slot's connection is the one its bodies write to the store with.
     progress = role == "slot"
-    if role != "relay":
-        return [
-            effect.enqueue(tag=f"{tag}-{i}", progress=progress).id for i in range(count)
-        ]
-    # Inside a transaction the Redis driver stages the enqueue in the
-    # outbox: the worker's relay publishes it after the commit.
-    with transaction.atomic():
-        return [effect.enqueue(tag=f"{tag}-{i}").id for i in range(count)]
+    return [effect.enqueue(tag=t, progress=progress).id for t in tags]
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -69,7 +71,7 @@ def test_a_role_whose_connection_is_killed_settles_every_later_job_first_time(
     ):
         worker = fleet.start("--concurrency", "2")
         worker.wait_for_output("jobs.wake.live", PICKUP_S)
-        wait_all_done(driver, _enqueue("before", 10, role), fleet)
+        wait_all_done(driver, _enqueue(driver, fleet, "before", 10, role), fleet)
         wait_until(lambda: _named(admin, role), PICKUP_S, message=fleet.logs)
         wait_until(lambda: _lease_expiry(driver), PICKUP_S, message=fleet.logs)
         lease = _lease_expiry(driver)
@@ -78,7 +80,7 @@ def test_a_role_whose_connection_is_killed_settles_every_later_job_first_time(
         for victim in victims:
             admin.client_kill_filter(_id=victim["id"])
         assert victims, f"no connection of role {role}"
-        after = _enqueue("after", 30, role)
+        after = _enqueue(driver, fleet, "after", 30, role)
         wait_all_done(driver, after, fleet, timeout=PICKUP_S)
         if role == "schedule":
             # It renews its lease every 10 s: wait for one renewal after the
