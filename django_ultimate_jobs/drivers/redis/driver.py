@@ -55,8 +55,8 @@ from .options import (
     DEFAULT_PREFIX,
     DEFAULT_URL,
     DEFAULT_WAIT_TIMEOUT_MS,
-    settings_keys,
 )
+from .options import settings_keys as option_keys
 from .rows import claimed, from_us, opt, pairs, record, to_us
 from .sessions import RedisConnectivity
 from .steps import RedisEvents, RedisSteps
@@ -92,7 +92,7 @@ class RedisDriver(OperatorVerbs, BaseDriver):
     """Pub/sub wake-ups and many processes; no Django transaction to join
     (an enqueue inside ``transaction.atomic()`` goes through the outbox), no
     atomic steps, no slot hand-over, no model tables."""
-    settings_keys: ClassVar[Mapping[str, Kind]] = settings_keys()
+    settings_keys: ClassVar[Mapping[str, Kind]] = option_keys()
 
     def __init__(
         self,

@@ -34,7 +34,7 @@ class RedisNotReplicated(JobsError):
     The primary has it (Redis cannot take a write back): the job may run,
     or be lost if the primary fails before a replica copies it. Raised by
     ``enqueue()`` and by a worker's claim (which then runs nothing it
-    claimed; the leases lapse and the jobs are claimed again, uncounted).
+    claimed: the leases lapse and the jobs are claimed again).
     """
 
     code = "X_REDIS_NOT_REPLICATED"
