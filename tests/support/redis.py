@@ -177,16 +177,18 @@ class RedisServer:
 
 class RedisSentinel(RedisServer):
     """A Redis Sentinel of the test's own watching ``service`` at
-    ``primary_port``: quorum 1, the primary down after 1 s, so killing it
-    fails over to its most advanced replica within a few seconds."""
+    ``primary_port``: quorum 1, the primary down after 2 s (1 s failed over
+    a primary merely slow on a loaded machine), so killing it fails over to
+    its most advanced replica within a few seconds."""
 
     def __init__(self, primary_port: int, service: str = "uj") -> None:
         super().__init__()
         self.service = service
         self.config.write_text(
             f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+            f"logfile {self.dir / 'sentinel.log'}\n"
             f"sentinel monitor {service} 127.0.0.1 {primary_port} 1\n"
-            f"sentinel down-after-milliseconds {service} 1000\n"
+            f"sentinel down-after-milliseconds {service} 2000\n"
             f"sentinel failover-timeout {service} 10000\n"
             f"sentinel parallel-syncs {service} 4\n"
         )

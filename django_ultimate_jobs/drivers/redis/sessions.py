@@ -112,15 +112,30 @@ class RedisSession:
         self._client: Any = None
 
     def bind(self) -> None:
-        """Give this thread a connection of its own (none on a cluster)."""
+        """Give this thread a connection of its own (none on a cluster).
+
+        The client connects at once: with Redis away (a worker started
+        during an outage or a failover) the loss is reported and the
+        thread's calls go through the shared pool until :meth:`refresh`
+        binds it, so the role waits its turn instead of dying.
+        """
         if self.store.cluster:
             return
-        self._client = session_client(self.store.endpoint, self.name)
+        try:
+            self._client = session_client(self.store.endpoint, self.name)
+        except Exception as error:
+            if not self.failed(error):
+                raise
+            return
         self.store.local.client = self._client
 
     def refresh(self) -> None:
-        """Before a unit of work: replace a connection the server closed."""
-        drop_if_closed(self._client)
+        """Before a unit of work: replace a connection the server closed
+        (or dial the one :meth:`bind` could not)."""
+        if self._client is None:
+            self.bind()
+        else:
+            drop_if_closed(self._client)
 
     def failed(self, error: BaseException) -> bool:
         """After a failed call: True if Redis is away (reported once per outage)."""
