@@ -54,9 +54,13 @@ def _enqueue(driver, fleet, tag: str, count: int, role: str) -> list:
         parent = fan_out.enqueue(tags=tags).id
         wait_all_done(driver, [parent], fleet, timeout=PICKUP_S)
         return [UUID(child) for child in driver.get(parent).result]
-    # A slot's connection is the one its bodies write to the store with.
+    # A slot's connection is the one its bodies write to the store with;
+    # the keeper's is used while jobs run past a heartbeat (every 500 ms).
     progress = role == "slot"
-    return [effect.enqueue(tag=t, progress=progress).id for t in tags]
+    sleep_ms = 200 if role == "keep" else 0
+    return [
+        effect.enqueue(tag=t, progress=progress, sleep_ms=sleep_ms).id for t in tags
+    ]
 
 
 @pytest.mark.parametrize("role", ROLES)
