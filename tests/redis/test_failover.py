@@ -26,23 +26,18 @@ from tests.redis.conftest import (
     queue_history,
     wait_all_done,
 )
-from tests.support.redis import RedisSentinel, RedisServer, own_redis
+from tests.support.redis import (
+    RedisSentinel,
+    RedisServer,
+    own_redis,
+    wait_for_replicas,
+)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.redis]
 
 SERVICE = "uj"
 WAIT_TIMEOUT_MS = 1000
-
-
-def _replicas_of(url: str) -> int:
-    with contextlib.closing(admin_client(url)) as admin:
-        info = admin.info("replication")
-    return sum(
-        1
-        for key, value in info.items()
-        if key.startswith("slave") and value.get("state") == "online"
-    )
 
 
 def _sentinel_options(sentinel: RedisSentinel) -> dict:
@@ -75,7 +70,7 @@ def _replicated():
                 own_redis("--replicaof", "127.0.0.1", str(primary.port))
             )
             servers[replica.port] = replica
-        wait_until(lambda: _replicas_of(primary.url) == 2, 30)
+        wait_for_replicas(primary.url, 2)
         sentinel = RedisSentinel(primary.port, SERVICE)
         stack.callback(sentinel.close)
         sentinel.start()
@@ -139,7 +134,7 @@ def test_an_enqueue_no_replica_confirms_is_refused_with_a_code():
         replica = RedisServer("--replicaof", "127.0.0.1", str(primary.port))
         stack.callback(replica.close)
         replica.start()
-        wait_until(lambda: _replicas_of(primary.url) == 1, 30)
+        wait_for_replicas(primary.url, 1)
         driver = RedisDriver(
             primary.url, prefix="unreplicated", wait_replicas=1, wait_timeout_ms=200
         )

@@ -223,3 +223,24 @@ def own_redis(*extra: str) -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+def wait_for_replicas(url: str, count: int, timeout: float = 30.0) -> None:
+    """Wait until ``count`` replicas of the primary at ``url`` confirm a
+    write (``WAIT``): connected is not enough, a replica just synced takes
+    seconds more before it acknowledges."""
+    import redis
+
+    from tests.support.waiting import wait_until
+
+    client = redis.Redis.from_url(url)
+    try:
+
+        def confirmed() -> bool:
+            client.set("uj-test-replication-probe", "1")
+            return int(client.wait(count, 100)) >= count
+
+        wait_until(confirmed, timeout)
+        client.delete("uj-test-replication-probe")
+    finally:
+        client.close()
