@@ -40,20 +40,20 @@ SERVICE = "uj"
 WAIT_TIMEOUT_MS = 1000
 
 
-def _sentinel_options(sentinel: RedisSentinel) -> dict:
+def _sentinel_options(sentinel: RedisSentinel, replicas: int = 1) -> dict:
     return {
         "sentinels": [("127.0.0.1", sentinel.port)],
         "service": SERVICE,
-        "wait_replicas": 1,
+        "wait_replicas": replicas,
         "wait_timeout_ms": WAIT_TIMEOUT_MS,
     }
 
 
-def _sentinel_env(sentinel: RedisSentinel) -> dict[str, str]:
+def _sentinel_env(sentinel: RedisSentinel, replicas: int = 1) -> dict[str, str]:
     return {
         "UJ_REDIS_SENTINELS": f"127.0.0.1:{sentinel.port}",
         "UJ_REDIS_SERVICE": SERVICE,
-        "UJ_REDIS_WAIT_REPLICAS": "1",
+        "UJ_REDIS_WAIT_REPLICAS": str(replicas) if replicas else "",
         "UJ_REDIS_WAIT_TIMEOUT": f"{WAIT_TIMEOUT_MS}ms",
     }
 
@@ -166,3 +166,38 @@ def test_a_write_to_a_replica_reads_as_redis_being_away():
         with pytest.raises(Exception) as refused:
             driver.enqueue(EnqueueRequest(name="redis.readonly", input={}))
         assert driver.sessions.is_unavailable(refused.value), repr(refused.value)
+
+
+def test_a_worker_started_while_the_primary_is_away_waits_and_then_works(
+    transactional_db, tmp_path: Path
+):
+    """With Sentinels the driver is built without asking Redis, and each
+    role dials its own connection when its thread starts: with the primary
+    away then (a deploy during a failover), each reports the outage and
+    dials again later, instead of its thread dying (each did, of
+    ``MasterNotFoundError``)."""
+    primary = RedisServer()
+    sentinel = RedisSentinel(primary.port, SERVICE)
+    with contextlib.ExitStack() as stack:
+        stack.callback(primary.close)
+        stack.callback(sentinel.close)
+        primary.start()
+        sentinel.start()
+        driver, fleet = stack.enter_context(
+            driver_and_fleet(
+                "redis://sentinel-named-primary/0",
+                "away",
+                tmp_path,
+                # No replica here: nothing could confirm a WAIT.
+                _sentinel_env(sentinel, replicas=0),
+                **_sentinel_options(sentinel, replicas=0),
+            )
+        )
+        primary.stop(kill=True)
+        worker = fleet.start("--concurrency", "2", name="worker")
+        worker.wait_for_output("jobs.db.lost", 30)
+        primary.start()
+        ids = [enqueue_until_acknowledged(f"late-{i}") for i in range(10)]
+        wait_all_done(driver, ids, fleet)
+        assert "Traceback" not in worker.output()
+        assert worker.alive()
