@@ -13,7 +13,10 @@ on short leases:
 - ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
 - ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
 - ``UJ_REDIS_URL`` and ``UJ_REDIS_PREFIX``: the Redis driver on that server
-  and key prefix (default: the PostgreSQL driver).
+  and key prefix (default: the PostgreSQL driver); ``UJ_REDIS_SENTINELS``
+  (``host:port`` comma-separated) with ``UJ_REDIS_SERVICE``, and
+  ``UJ_REDIS_WAIT_REPLICAS`` with ``UJ_REDIS_WAIT_TIMEOUT``: its keys of
+  the same names.
 """
 
 import json
@@ -49,6 +52,12 @@ def _timings() -> dict[str, object]:
         values["DRIVER"] = "redis"
         values["REDIS_URL"] = os.environ["UJ_REDIS_URL"]
         values["REDIS_PREFIX"] = os.environ["UJ_REDIS_PREFIX"]
+        if os.environ.get("UJ_REDIS_SENTINELS"):
+            values["REDIS_SENTINELS"] = os.environ["UJ_REDIS_SENTINELS"].split(",")
+            values["REDIS_SENTINEL_SERVICE"] = os.environ["UJ_REDIS_SERVICE"]
+        if os.environ.get("UJ_REDIS_WAIT_REPLICAS"):
+            values["REDIS_WAIT_REPLICAS"] = int(os.environ["UJ_REDIS_WAIT_REPLICAS"])
+            values["REDIS_WAIT_TIMEOUT"] = os.environ["UJ_REDIS_WAIT_TIMEOUT"]
     return values
 
 

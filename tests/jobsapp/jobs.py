@@ -46,12 +46,29 @@ def _record(ctx, kind: str) -> None:
 
 
 @job(name="tests.effect", retry=Retry(attempts=5, delay="100ms"))
-def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None):
-    """Record one effect, then (optionally) wait cooperatively."""
+def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None, progress: bool = False):
+    """Record one effect, then (optionally) report progress (a write to the
+    job store from the body's thread) and wait cooperatively."""
     _record(ctx, "run")
+    if progress:
+        ctx.progress(1, 1)
     if sleep_ms:
         ctx.cancellation.wait(sleep_ms / 1000)
         ctx.cancellation.raise_if_cancelled()
+
+
+@job(name="tests.fan_out", retry=Retry(attempts=3, delay="100ms"))
+def fan_out(ctx, *, tags: list[str]):
+    """Enqueue an ``effect`` per tag in one transaction; answer their ids.
+
+    On a driver that cannot join the transaction (Redis) the children go
+    through the outbox, published by this worker's relay after the commit.
+    """
+    from django.db import transaction
+
+    with transaction.atomic():
+        children = [effect.enqueue(tag=tag) for tag in tags]
+    return [str(child.id) for child in children]
 
 
 @job(name="tests.slow", retry=Retry(attempts=3, delay="100ms"))
