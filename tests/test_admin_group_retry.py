@@ -258,14 +258,18 @@ def _passes(model: Any, verb: str) -> Callable[[Any], tuple[list[str], list[str]
     return setup
 
 
+def _new_endpoints(count: int) -> list[WebhookEndpoint]:
+    return [
+        WebhookEndpoint.objects.create(
+            url=f"https://hooks.example.com/{n}", secret="whsec_" + "A" * 43
+        )
+        for n in range(count)
+    ]
+
+
 def _endpoints(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
     def setup(driver):
-        enabled, disabled = (
-            WebhookEndpoint.objects.create(
-                url=f"https://hooks.example.com/{n}", secret="whsec_" + "A" * 43
-            )
-            for n in range(2)
-        )
+        enabled, disabled = _new_endpoints(2)
         WebhookEndpoint.objects.filter(pk=disabled.pk).update(
             disabled_at="2030-01-01T00:00:00Z", disabled_reason="off"
         )
@@ -275,12 +279,24 @@ def _endpoints(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
     return setup
 
 
+def _two_endpoints(driver):
+    pks = [str(endpoint.pk) for endpoint in _new_endpoints(2)]
+    return pks, pks
+
+
+def _press_delete(client, objects, extra):
+    """Django's own delete action: its confirming field is ``post=yes``."""
+    url = reverse("admin:ultimate_jobs_webhookendpoint_changelist")
+    data = {"action": "delete_selected", "_selected_action": objects}
+    if extra.get("confirmed") == "yes":
+        data["post"] = "yes"
+    return client.post(url, data, follow=True)
+
+
 def _deliveries(driver):
     """One delivery of the built-in webhook, one of a webhook gone from the
     code (its replay is refused)."""
-    endpoint = WebhookEndpoint.objects.create(
-        url="https://hooks.example.com/in", secret="whsec_" + "A" * 43
-    )
+    (endpoint,) = _new_endpoints(1)
     rows = [
         WebhookDelivery.objects.create(
             endpoint=endpoint,
@@ -339,6 +355,7 @@ BULK_VERBS: dict[str, Bulk] = {
         )
         for verb in ("enable", "disable")
     },
+    "webhookendpoint.delete_selected": Bulk(_two_endpoints, _press_delete),
     "webhookdelivery.replay_selected": Bulk(
         _deliveries, _action("webhookdelivery", "replay_selected")
     ),
