@@ -310,7 +310,7 @@ def test_no_page_parameter_answers_500(web, pg_driver):
     # Queue names are free text ("bogus" may be paused); the job is not.
     assert pg_driver.get(job_id).state == "dead"
     assert Job.objects.count() == 1
-    assert pg_driver.paused_tasks() == []
+    assert pg_driver.cron.paused_tasks() == []
 
 
 # The pages the app adds under one object, and what they change when

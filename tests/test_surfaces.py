@@ -446,13 +446,14 @@ COMMANDS: dict[str, Command] = {
         stored_text=False,
         refuses=True,
     ),
-    "jobs_export NAME --prefix --write --no-follow": Command(
+    "jobs_export NAME --prefix --write --force --no-follow": Command(
         lambda s: [
             "jobs_export",
             ARTIFACTS,
             "--prefix",
             PREFIX,
             "--write",
+            "--force",
             "--no-follow",
         ],
         stored_text=False,
