@@ -9,7 +9,7 @@ page; pause and resume for holders of ``ultimate_jobs.change_export`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.http import HttpRequest
@@ -61,7 +61,10 @@ class ExportAdmin(PassAdmin):
         "error",
     )
     fields = ("name", "prefix", "format", "redacted_params", "bytes", *PASS_FIELDS)
-    readonly_fields = ("redacted_params", *PassAdmin.readonly_fields)
+    readonly_fields: ClassVar[tuple[str, ...]] = (
+        "redacted_params",
+        *PassAdmin.readonly_fields,
+    )
     ordering = ("name", "prefix")
     inlines = (ExportPartInline,)
 

@@ -14,7 +14,7 @@ values) is shown through ``redact()``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
@@ -67,7 +67,7 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
     operate_permission = ""
     list_filter = ("state",)
     choice_parameters = dict.fromkeys(_LOOKUPS, _STATES)
-    readonly_fields = ("redacted_cursor",)
+    readonly_fields: ClassVar[tuple[str, ...]] = ("redacted_cursor",)
     actions = ("pause_selected", "resume_selected")
 
     def pause_row(self, row: Any) -> None:
