@@ -18,3 +18,8 @@ if _redis_url := os.environ.get("BENCH_REDIS_URL"):
         "REDIS_URL": _redis_url,
         "REDIS_PREFIX": os.environ.get("BENCH_REDIS_PREFIX", "bench"),
     }
+
+# bench/throughput.py with BENCH_TP_METRICS=1: the fleet's queue snapshot is
+# read again once per scrape interval (METRICS_INTERVAL set to it).
+if _metrics_interval := os.environ.get("UJ_BENCH_METRICS_INTERVAL"):
+    ULTIMATE_JOBS = {**ULTIMATE_JOBS, "METRICS_INTERVAL": _metrics_interval}

@@ -58,12 +58,13 @@ def _require_pgtrigger() -> None:
 _require_pgtrigger()
 
 # The tables of the other capabilities (the ledger, consumers, subjects,
-# webhooks, search, exports and the keyset passes) live beside the API that
+# metrics, webhooks, search, exports and the keyset passes) live beside the API that
 # writes them.
 from .consumers.models import Consumer  # noqa: E402,F401
 from .exports.models import Export, ExportPart, Import  # noqa: E402
 from .keyset.models import PassRecord  # noqa: E402
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+from .metrics.models import MetricsSnapshot  # noqa: E402,F401
 from .search.models import Reindex, SearchDocument  # noqa: E402
 from .subjects.models import ErasureRecord, SubjectExportPart, SubjectRequest  # noqa: E402,F401
 from .webhooks.models import (  # noqa: E402

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import path
 
+from django_ultimate_jobs.metrics.views import metrics
 from django_ultimate_jobs.webhooks import webhook_receiver
 
 # The receiver the acceptance tier's endpoint server runs
@@ -15,6 +16,7 @@ def _keep(event):
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("metrics/jobs", metrics),
     webhook_receiver(
         name="tests-inbound", path="hooks/in/", verify=RECEIVER_SECRET, handle=_keep
     ),

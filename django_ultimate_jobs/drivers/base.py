@@ -197,6 +197,9 @@ class ClaimedJob:
     """The claim recorded this attempt as started (``ClaimOptions.start_now``)."""
     concurrency_key: str | None = None
     """The lease key whose slot this claim holds (``None``: uncapped)."""
+    run_at: datetime | None = None
+    """When the row was due (the database time): the pickup latency is
+    ``claimed_at - run_at``. ``None`` when the driver does not answer it."""
     key_busy: bool = False
     """Claimed WITHOUT a slot, to be refused: a ``when_busy="fail"`` job whose
     key every live holder of is another job (``ClaimOptions.refuse_busy``).

@@ -572,6 +572,13 @@ class DriverConformance(
         assert (row.state, row.claimed_by, row.claims) == ("running", "worker-a", 1)
         assert (row.visible_at, row.updated_at) == (visible_at, clock.now())
 
+    def test_claimed_job_carries_when_it_was_due(self, lane, clock):
+        """``run_at`` and ``claimed_at`` on the claim: the pickup latency."""
+        due = clock.now() - timedelta(seconds=90)
+        lane.enqueue(run_at=due)
+        job = lane.claim_one()
+        assert (job.run_at, job.claimed_at) == (due, clock.now())
+
     def test_limit_bounds_the_claim(self, lane):
         """A claim takes at most its limit; zero or less takes nothing."""
         for _ in range(3):

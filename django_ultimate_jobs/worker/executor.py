@@ -42,6 +42,7 @@ from ..errors import (
 )
 from ..retry import decide_retry
 from ..steps import StepApi, StepSuspension
+from .logfields import job_fields
 
 if TYPE_CHECKING:
     from ..jobs import JobHandle
@@ -361,8 +362,7 @@ def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
         logger.warning(
             "jobs.timeout.abandoned",
             extra={
-                "job": attempt.claimed.name,
-                "job_id": str(attempt.claimed.id),
+                **job_fields(attempt.claimed),
                 "ended": "rejected" if error is not None else "resolved",
             },
         )

@@ -124,6 +124,18 @@ def fail_once(ctx, **input):
     return {"attempt": ctx.attempt}
 
 
+class AppBroken(Exception):
+    """An app's own coded error: any exception with an ``X_...`` code counts."""
+
+    code = "X_APP_BROKEN"
+
+
+@job(name="tests.always_fail", retry=Retry(attempts=2, delay="100ms", jitter="none"))
+def always_fail(ctx, **input):
+    """Fail every attempt with a coded error (two attempts, then dead)."""
+    raise AppBroken("the gateway said no\nsecond line")
+
+
 @job(name="tests.atomic_steps", retry=Retry(attempts=5, delay="100ms"))
 def atomic_steps(ctx, *, order: str):
     """Two atomic steps, each writing effect rows in its own transaction."""

@@ -189,6 +189,7 @@ class JobRow:
             enqueued_by=self.enqueued_by,
             traceparent=self.traceparent,
             claimed_at=self.claimed_at,
+            run_at=self.run_at,
         )
 
 
