@@ -24,9 +24,20 @@ from django.test import RequestFactory
 from django.urls import reverse
 
 from django_ultimate_jobs.backfills import enqueue_backfill, pause_backfill
-from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.consumers import consumer, unregister_consumer
+from django_ultimate_jobs.models import (
+    Consumer,
+    Export,
+    Import,
+    Job,
+    Reindex,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from django_ultimate_jobs.webhooks.declaration import DEFAULT_WEBHOOK
 from tests.jobsapp.jobs import noop
 from tests.support.dead import dead_job
+from tests.support.hostile import ARTIFACTS, REINDEX
 
 pytestmark = pytest.mark.postgres
 
@@ -136,6 +147,10 @@ def test_a_press_that_moves_nothing_logs_nothing(admin_client, pg_driver):
 # -- every bulk verb of the admin ----------------------------------------------------
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass(frozen=True)
 class Bulk:
     """How to press one bulk verb over objects of which some cannot move."""
@@ -144,6 +159,8 @@ class Bulk:
     """Answers (objects pressed on, objects that move)."""
     press: Callable[[Any, list[str], dict[str, str]], Any]
     """POSTs the verb over the objects, with the extra fields given."""
+    teardown: Callable[[], None] = _nothing
+    """Forgets what ``setup`` declared."""
 
 
 def _action(model: str, action: str) -> Callable[[Any, list[str], dict], Any]:
@@ -197,6 +214,104 @@ def _press_group(client, objects, extra):
     return client.post(reverse(DEAD), group, follow=True)
 
 
+# Undeclared names: their rows exist, and every verb on them is refused.
+GONE = "t.gone"
+STREAMS = ("t.bulk.idle", "t.bulk.paused")
+
+
+def _consumers(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
+    def setup(driver):
+        idle, paused = STREAMS
+        for name in STREAMS:
+            consumer(name=name, fetch=lambda cursor: None, handle=lambda items: None)
+        Consumer.objects.create(name=idle, state="idle")
+        Consumer.objects.create(name=paused, state="paused")
+        Consumer.objects.create(name=GONE, state="paused")
+        return [idle, paused, GONE], [idle] if verb == "pause" else [paused]
+
+    return setup
+
+
+def _forget_consumers() -> None:
+    for name in STREAMS:
+        unregister_consumer(name)
+
+
+def _passes(model: Any, verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
+    """A declared pass (pending to pause, paused to resume) beside an
+    undeclared one in the same state."""
+
+    def setup(driver):
+        state = "pending" if verb == "pause" else "paused"
+        if model is Reindex:
+            keys = [{"name": REINDEX}, {"name": GONE}]
+        else:
+            keys = [
+                {"name": ARTIFACTS, "prefix": "bulk/1"},
+                {"name": GONE, "prefix": "bulk/2"},
+            ]
+        extra = {"format": "csv"} if model is Export else {}
+        rows = [model.objects.create(state=state, **key, **extra) for key in keys]
+        pks = [str(row.pk) for row in rows]
+        return pks, pks[:1]
+
+    return setup
+
+
+def _new_endpoints(count: int) -> list[WebhookEndpoint]:
+    return [
+        WebhookEndpoint.objects.create(
+            url=f"https://hooks.example.com/{n}", secret="whsec_" + "A" * 43
+        )
+        for n in range(count)
+    ]
+
+
+def _endpoints(verb: str) -> Callable[[Any], tuple[list[str], list[str]]]:
+    def setup(driver):
+        enabled, disabled = _new_endpoints(2)
+        WebhookEndpoint.objects.filter(pk=disabled.pk).update(
+            disabled_at="2030-01-01T00:00:00Z", disabled_reason="off"
+        )
+        pks = [str(enabled.pk), str(disabled.pk)]
+        return pks, [pks[1]] if verb == "enable" else [pks[0]]
+
+    return setup
+
+
+def _two_endpoints(driver):
+    pks = [str(endpoint.pk) for endpoint in _new_endpoints(2)]
+    return pks, pks
+
+
+def _press_delete(client, objects, extra):
+    """Django's own delete action: its confirming field is ``post=yes``."""
+    url = reverse("admin:ultimate_jobs_webhookendpoint_changelist")
+    data = {"action": "delete_selected", "_selected_action": objects}
+    if extra.get("confirmed") == "yes":
+        data["post"] = "yes"
+    return client.post(url, data, follow=True)
+
+
+def _deliveries(driver):
+    """One delivery of the built-in webhook, one of a webhook gone from the
+    code (its replay is refused)."""
+    (endpoint,) = _new_endpoints(1)
+    rows = [
+        WebhookDelivery.objects.create(
+            endpoint=endpoint,
+            webhook=webhook,
+            topic="t",
+            msg_id=f"msg_{n}",
+            body="{}",
+            state="failed",
+        )
+        for n, webhook in enumerate((DEFAULT_WEBHOOK, GONE))
+    ]
+    pks = [str(row.pk) for row in rows]
+    return pks, pks[:1]
+
+
 def _cron_run(driver):
     return ["ultimate_jobs.retention"], ["ultimate_jobs.retention"]
 
@@ -218,6 +333,32 @@ BULK_VERBS: dict[str, Bulk] = {
         )
         for verb in ("pause", "resume")
     },
+    **{
+        f"consumer.{verb}_selected": Bulk(
+            _consumers(verb),
+            _action("consumer", f"{verb}_selected"),
+            _forget_consumers,
+        )
+        for verb in ("pause", "resume")
+    },
+    **{
+        f"{model._meta.model_name}.{verb}_selected": Bulk(
+            _passes(model, verb),
+            _action(model._meta.model_name, f"{verb}_selected"),
+        )
+        for model in (Reindex, Export, Import)
+        for verb in ("pause", "resume")
+    },
+    **{
+        f"webhookendpoint.{verb}_selected": Bulk(
+            _endpoints(verb), _action("webhookendpoint", f"{verb}_selected")
+        )
+        for verb in ("enable", "disable")
+    },
+    "webhookendpoint.delete_selected": Bulk(_two_endpoints, _press_delete),
+    "webhookdelivery.replay_selected": Bulk(
+        _deliveries, _action("webhookdelivery", "replay_selected")
+    ),
     "dead-letter group retry": Bulk(_dead_group, _press_group),
     "cron task run now": Bulk(_cron_run, _press_run),
 }
@@ -242,6 +383,13 @@ def test_each_bulk_verb_logs_each_object_it_moved(admin_client, pg_driver, label
     """Confirmed: one entry per object moved, none for the refused ones, each
     link resolving; a second press that moves nothing logs nothing."""
     verb = BULK_VERBS[label]
+    try:
+        _logs_each_object_it_moved(admin_client, pg_driver, label, verb)
+    finally:
+        verb.teardown()
+
+
+def _logs_each_object_it_moved(admin_client, pg_driver, label, verb):
     objects, movable = verb.setup(pg_driver)
     assert not LogEntry.objects.exists()
     verb.press(admin_client, objects, {})  # the confirmation page acts on nothing

@@ -23,7 +23,7 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client, RequestFactory
 from django.urls import reverse
 
-from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.models import Job, WebhookDelivery, WebhookEndpoint
 from tests.support.dead import dead_job
 
 pytestmark = pytest.mark.postgres
@@ -84,7 +84,7 @@ def web(db):
 
 @pytest.fixture
 def viewer(db):
-    """A staff user who may only look: jobs, backfills, outbox, ledger."""
+    """A staff user who may only look, at every model of the app."""
     user = User.objects.create_user("viewer", password="pw", is_staff=True)
     for codename in (
         "view_job",
@@ -92,6 +92,15 @@ def viewer(db):
         "view_outboxmessage",
         "view_ledgerposting",
         "view_ledgerline",
+        "view_consumer",
+        "view_subjectrequest",
+        "view_erasurerecord",
+        "view_reindex",
+        "view_export",
+        "view_import",
+        "view_webhookendpoint",
+        "view_webhookdelivery",
+        "view_inbounddelivery",
     ):
         user.user_permissions.add(Permission.objects.get(codename=codename))
     client = Client(raise_request_exception=False)
@@ -296,11 +305,46 @@ def test_no_page_parameter_answers_500(web, pg_driver):
         if value:
             probe = operate.replace("VERB", quote(value, safe="%"))
             failures.append(_bad(web.get(probe), (probe, label)))
+    failures.extend(_probe_object_pages(web))
     assert [f for f in failures if f] == []
     # Queue names are free text ("bogus" may be paused); the job is not.
     assert pg_driver.get(job_id).state == "dead"
     assert Job.objects.count() == 1
-    assert pg_driver.paused_tasks() == []
+    assert pg_driver.cron.paused_tasks() == []
+
+
+# The pages the app adds under one object, and what they change when
+# confirmed (which no bad request may do).
+OBJECT_PAGES = (
+    "ultimate_jobs_webhookendpoint_rotate",
+    "ultimate_jobs_webhookendpoint_test",
+)
+
+
+def _probe_object_pages(web: Any) -> list[str | None]:
+    """Each object page over an id no row can have (GET, confirmed POST), and
+    over a real one with a bad ``confirmed`` (the confirmation again)."""
+    endpoint = WebhookEndpoint.objects.create(
+        url="https://hooks.example.com/in", secret="whsec_" + "A" * 43
+    )
+    failures = []
+    for name in OBJECT_PAGES:
+        url = reverse(f"admin:{name}", args=["ID"])
+        for label, value in BAD_VALUES.items():
+            if value:
+                probe = url.replace("ID", value)
+                failures.append(_bad(web.get(probe), (probe, label)))
+                response = web.post(probe, {"confirmed": "yes"})
+                failures.append(_bad(response, (probe, label)))
+            response = web.post(
+                url.replace("ID", str(endpoint.pk)),
+                f"confirmed={value}",
+                content_type="application/x-www-form-urlencoded",
+            )
+            failures.append(_bad(response, (name, "confirmed", label)))
+    assert WebhookEndpoint.objects.get().secret == endpoint.secret
+    assert not WebhookDelivery.objects.exists()
+    return failures
 
 
 @pytest.mark.parametrize(
@@ -310,6 +354,11 @@ def test_no_page_parameter_answers_500(web, pg_driver):
         ("backfill", "state"),
         ("backfill", "state__exact"),
         ("outboxmessage", "status"),
+        ("consumer", "state"),
+        ("reindex", "state"),
+        ("webhookendpoint", "enabled"),
+        ("webhookdelivery", "state"),
+        ("webhookdelivery", "endpoint__id__exact"),
     ],
 )
 @pytest.mark.parametrize("value", ["bogus", "%00", "dead%00"])

@@ -5,8 +5,10 @@ Two tables: ``ADMIN_PAGES`` (one row per admin URL name of the app) and
 once). Each row is run against the data of ``tests/support/hostile.py``:
 
 - no secret (a ``REDACT_KEYS`` value in input, result, progress, a step's
-  output, an event payload, an outbox message, a backfill cursor) reaches a
-  page or a terminal in clear, and a row that shows such data shows it, as
+  output, an event payload, an outbox message, the cursor of a backfill, a
+  reindex, an export, an import or a consumer, an export's params, a
+  subject request's summary, a webhook delivery's body) reaches a page or a
+  terminal in clear, and a row that shows such data shows it, as
   ``[redacted]``;
 - a command's output holds no control character but its own line breaks: a
   stored error, step name, queue, key... is printed escaped (``\\x1b``,
@@ -40,13 +42,17 @@ from django_ultimate_jobs.models import OutboxMessage
 from django_ultimate_jobs.outbox import operator as outbox_operator
 from django_ultimate_jobs.redaction import REDACTED
 from tests.support.hostile import (
+    ARTIFACTS,
     BROKEN,
     ESCAPED,
     ESCAPED_JSON,
     FILL,
     FORGED,
     HOSTILE,
+    PREFIX,
+    REINDEX,
     SECRETS,
+    STREAM,
     VISIBLE,
     Seeded,
     raw_control_characters,
@@ -158,6 +164,67 @@ ADMIN_PAGES: dict[str, Page] = {
     "app_list": Page(
         lambda s: [("get", reverse("admin:app_list", args=["ultimate_jobs"]), {})]
     ),
+    # Consumers, subject requests, passes, webhooks: each list, its action's
+    # confirmation where it takes one, and a page per row.
+    **_model_pages("consumer", lambda s: STREAM, change=("consumer_cursor",)),
+    "ultimate_jobs_consumer_changelist": Page(
+        lambda s: [
+            get("ultimate_jobs_consumer_changelist"),
+            post(
+                "ultimate_jobs_consumer_changelist",
+                {"action": "resume_selected", "_selected_action": [STREAM]},
+            ),
+        ]
+    ),
+    **_model_pages(
+        "subjectrequest",
+        lambda s: s.subject_request,
+        change=("subject_summary",),
+    ),
+    **_model_pages("erasurerecord", lambda s: s.erasure),
+    **_model_pages("reindex", lambda s: REINDEX, change=("pass_cursor",)),
+    **_model_pages(
+        "export", lambda s: s.export, change=("pass_cursor", "export_params")
+    ),
+    "ultimate_jobs_export_changelist": Page(
+        lambda s: [
+            get("ultimate_jobs_export_changelist"),
+            post(
+                "ultimate_jobs_export_changelist",
+                {"action": "resume_selected", "_selected_action": [s.export]},
+            ),
+        ]
+    ),
+    **_model_pages("import", lambda s: s.import_, change=("pass_cursor",)),
+    **_model_pages("webhookendpoint", lambda s: s.endpoint),
+    "ultimate_jobs_webhookendpoint_changelist": Page(
+        lambda s: [
+            get("ultimate_jobs_webhookendpoint_changelist"),
+            post(
+                "ultimate_jobs_webhookendpoint_changelist",
+                {"action": "enable_selected", "_selected_action": [s.endpoint]},
+            ),
+        ]
+    ),
+    **{
+        f"ultimate_jobs_webhookendpoint_{verb}": Page(
+            lambda s, verb=verb: [
+                get(f"ultimate_jobs_webhookendpoint_{verb}", s.endpoint)
+            ]
+        )
+        for verb in ("rotate", "test")
+    },
+    **_model_pages("webhookdelivery", lambda s: s.delivery, change=("delivery_body",)),
+    "ultimate_jobs_webhookdelivery_changelist": Page(
+        lambda s: [
+            get("ultimate_jobs_webhookdelivery_changelist"),
+            post(
+                "ultimate_jobs_webhookdelivery_changelist",
+                {"action": "replay_selected", "_selected_action": [s.delivery]},
+            ),
+        ]
+    ),
+    **_model_pages("inbounddelivery", lambda s: s.inbound),
 }
 
 
@@ -303,6 +370,104 @@ COMMANDS: dict[str, Command] = {
     ),
     "jobs_backfill NAME --write (the follower)": Command(
         lambda s: ["jobs_backfill", FILL, "--write"], refuses=True, follow=True
+    ),
+    "jobs_consumer": Command(lambda s: ["jobs_consumer"], shows=("consumer_cursor",)),
+    "jobs_consumer NAME": Command(
+        lambda s: ["jobs_consumer", STREAM], shows=("consumer_cursor",)
+    ),
+    "jobs_consumer NAME --set-cursor": Command(
+        lambda s: [
+            "jobs_consumer",
+            STREAM,
+            "--set-cursor",
+            json.dumps(
+                {"token": SECRETS["consumer_cursor"], "at": VISIBLE["consumer_cursor"]}
+            ),
+        ],
+        shows=("consumer_cursor",),
+        stored_text=False,
+    ),
+    "jobs_consumer NAME --pause (halted)": Command(
+        lambda s: ["jobs_consumer", STREAM, "--pause"],
+        stored_text=False,
+        refuses=True,
+    ),
+    "jobs_consumer NAME --resume": Command(
+        lambda s: ["jobs_consumer", STREAM, "--resume"], stored_text=False
+    ),
+    "jobs_consumer NAME --run (halted)": Command(
+        lambda s: ["jobs_consumer", STREAM, "--run", "--no-follow"],
+        stored_text=False,
+        refuses=True,
+    ),
+    "jobs_consumer NAME (a hostile name)": Command(
+        lambda s: ["jobs_consumer", HOSTILE], stored_text=False, refuses=True
+    ),
+    "jobs_subject show": Command(
+        lambda s: ["jobs_subject", "show", str(s.subject_request)]
+    ),
+    "jobs_subject show (a hostile id)": Command(
+        lambda s: ["jobs_subject", "show", HOSTILE], stored_text=False, refuses=True
+    ),
+    "jobs_subject erase (dry run)": Command(
+        lambda s: ["jobs_subject", "erase", "tests.customer", "1"], stored_text=False
+    ),
+    "jobs_subject erase (a hostile name)": Command(
+        lambda s: ["jobs_subject", "erase", HOSTILE, "1"],
+        stored_text=False,
+        refuses=True,
+    ),
+    "jobs_subject export --no-follow": Command(
+        lambda s: [
+            "jobs_subject",
+            "export",
+            "tests.customer",
+            "1",
+            "--by",
+            HOSTILE,
+            "--no-follow",
+        ],
+        stored_text=False,
+    ),
+    "jobs_reindex --list": Command(lambda s: ["jobs_reindex", "--list"]),
+    "jobs_reindex NAME": Command(
+        lambda s: ["jobs_reindex", REINDEX], stored_text=False
+    ),
+    "jobs_reindex NAME --write --no-follow": Command(
+        lambda s: ["jobs_reindex", REINDEX, "--write", "--no-follow"],
+        stored_text=False,
+    ),
+    "jobs_reindex NAME (a hostile name)": Command(
+        lambda s: ["jobs_reindex", HOSTILE], stored_text=False, refuses=True
+    ),
+    "jobs_export --list": Command(lambda s: ["jobs_export", "--list"]),
+    "jobs_export NAME --prefix (a hostile prefix)": Command(
+        lambda s: ["jobs_export", ARTIFACTS, "--prefix", HOSTILE],
+        stored_text=False,
+        refuses=True,
+    ),
+    "jobs_export NAME --prefix --write --force --no-follow": Command(
+        lambda s: [
+            "jobs_export",
+            ARTIFACTS,
+            "--prefix",
+            PREFIX,
+            "--write",
+            "--force",
+            "--no-follow",
+        ],
+        stored_text=False,
+    ),
+    "jobs_import --list": Command(lambda s: ["jobs_import", "--list"]),
+    "jobs_import NAME --prefix (no manifest)": Command(
+        lambda s: ["jobs_import", ARTIFACTS, "--prefix", PREFIX],
+        stored_text=False,
+        refuses=True,
+    ),
+    "jobs_import NAME --prefix (a hostile prefix)": Command(
+        lambda s: ["jobs_import", ARTIFACTS, "--prefix", HOSTILE],
+        stored_text=False,
+        refuses=True,
     ),
 }
 

@@ -6,6 +6,9 @@ holders of ``ultimate_jobs.change_consumer``, checked again on the POST
 that acts (403 without it); each renders a confirmation page first, acts
 on the confirming POST through :mod:`django_ultimate_jobs.consumers`
 (as the command does), and logs each consumer acted on to ``LogEntry``.
+Input no row can hold is refused as on every list
+(:class:`~.guards.ListGuard`), and the cursor is shown through
+``redact()``, on the list and on the page.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
 from ..consumers import pause_consumer, resume_consumer
+from ..consumers.errors import ConsumerUnknown
+from ..errors import JobsError
 from ..models import Consumer
+from ..redaction import redact
 from ..validation import storable
+from .guards import ListGuard
 from .named import apply_by_name
+from .redacted import redacted_block
 
 __all__ = ["ConsumerAdmin"]
 
 _LOOKUPS = frozenset({"state", "state__exact"})
+_STATES = frozenset(Consumer.State.values)
+_CURSOR_SHOWN = 80
 _PERMISSION = "ultimate_jobs.change_consumer"
 # Action -> (its label, what the log and the message say was done, the verb).
 _VERBS: dict[str, tuple[str, str, Callable[[str], None]]] = {
@@ -36,8 +46,10 @@ _VERBS: dict[str, tuple[str, str, Callable[[str], None]]] = {
 
 
 @admin.register(Consumer)
-class ConsumerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ConsumerAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-arg]
     """Consumers: cursor, counts, last batch; pause / resume for ``change_consumer``."""
+
+    choice_parameters = dict.fromkeys(_LOOKUPS, _STATES)
 
     list_display = (
         "name",
@@ -53,6 +65,9 @@ class ConsumerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_filter = ("state",)
     ordering = ("name",)
     actions = ("pause_selected", "resume_selected")
+    # The cursor is shown through redact(), never as stored.
+    exclude = ("cursor",)
+    readonly_fields = ("redacted_cursor",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         """Rows come from declarations and runs, never from a form."""
@@ -72,8 +87,15 @@ class ConsumerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return bool(request.user.has_perm(_PERMISSION))
 
     def lookup_allowed(self, lookup: str, value: str, request: HttpRequest) -> bool:
-        """Only the state filter (any other lookup is a 400)."""
-        return lookup in _LOOKUPS and value in Consumer.State.values
+        """Only the state filter (any other lookup is a 400; a value outside
+        the states is refused by :class:`ListGuard`)."""
+        return lookup in _LOOKUPS
+
+    def unknown(self, value: str) -> JobsError:
+        """``X_CONSUMER_UNKNOWN``: a selected name no consumer can have."""
+        return ConsumerUnknown(
+            f"no consumer can be named {value!r}", meta={"consumer": value}
+        )
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -95,9 +117,14 @@ class ConsumerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="cursor")
     def shown_cursor(self, row: Consumer) -> str:
-        """The cursor as JSON, cut at 80 characters."""
-        text = json.dumps(row.cursor)
-        return text if len(text) <= 80 else text[:79] + "…"
+        """The cursor redacted, as JSON cut at 80 characters."""
+        text = json.dumps(redact(row.cursor), ensure_ascii=False, default=str)
+        return text if len(text) <= _CURSOR_SHOWN else text[: _CURSOR_SHOWN - 1] + "…"
+
+    @admin.display(description="cursor")
+    def redacted_cursor(self, row: Consumer) -> str:
+        """Where the consumer stands, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(row.cursor)
 
     @admin.action(permissions=["operate"], description="Pause selected consumers")
     def pause_selected(
@@ -127,4 +154,5 @@ class ConsumerAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             past=past,
             noun="consumer",
             verb=verb,
+            nothing=self.unknown(""),
         )

@@ -9,7 +9,7 @@ page; pause and resume for holders of ``ultimate_jobs.change_export`` /
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.http import HttpRequest
@@ -20,6 +20,7 @@ from ..exports.export import get_export
 from ..exports.imports import get_import
 from ..models import Export, ExportPart, Import
 from .passes import PASS_FIELDS, PassAdmin
+from .redacted import redacted_block
 
 __all__ = ["ExportAdmin", "ImportAdmin"]
 
@@ -59,9 +60,18 @@ class ExportAdmin(PassAdmin):
         "finished_at",
         "error",
     )
-    fields = ("name", "prefix", "format", "params", "bytes", *PASS_FIELDS)
+    fields = ("name", "prefix", "format", "redacted_params", "bytes", *PASS_FIELDS)
+    readonly_fields: ClassVar[tuple[str, ...]] = (
+        "redacted_params",
+        *PassAdmin.readonly_fields,
+    )
     ordering = ("name", "prefix")
     inlines = (ExportPartInline,)
+
+    @admin.display(description="params")
+    def redacted_params(self, row: Export) -> str:
+        """The source's keyword arguments, ``REDACT_KEYS`` values redacted."""
+        return redacted_block(row.params)
 
     def pause_row(self, row: Export) -> None:
         """The export's ``pause(prefix)``."""

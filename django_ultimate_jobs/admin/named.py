@@ -31,6 +31,7 @@ def apply_by_name(
     past: str,
     noun: str,
     verb: Callable[[str], Any],
+    nothing: JobsError,
 ) -> HttpResponse | None:
     """Confirm, then apply ``verb`` to each selected row's ``name``.
 
@@ -39,8 +40,13 @@ def apply_by_name(
         label: the verb as a button says it (``"Pause"``).
         past: what the log and the message say was done (``"paused"``).
         noun: what a row is (``"backfill"``).
+        nothing: the refusal of a selection that holds no row (no
+            "0 backfill(s)?" page, no empty log).
     """
     names = list(queryset.values_list("name", flat=True))
+    if not names:
+        messages.error(request, nothing.render())
+        return None
     if not is_confirmed(request):
         return confirmation(
             request,

@@ -14,11 +14,11 @@ values) is shown through ``redact()``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 
@@ -67,7 +67,7 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
     operate_permission = ""
     list_filter = ("state",)
     choice_parameters = dict.fromkeys(_LOOKUPS, _STATES)
-    readonly_fields = ("redacted_cursor",)
+    readonly_fields: ClassVar[tuple[str, ...]] = ("redacted_cursor",)
     actions = ("pause_selected", "resume_selected")
 
     def pause_row(self, row: Any) -> None:
@@ -111,10 +111,6 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
             raise Http404(f"no such {self.kind}")
         return super().get_object(request, object_id, from_field)
 
-    def selection_problem(self, value: str) -> JobsError | None:
-        """A selected key no row can hold (a NUL, not the key's type)."""
-        return None if self._holdable(value) else self.unknown(value)
-
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
     ) -> HttpResponse:
@@ -127,15 +123,6 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
                     f"needs the {self.operate_permission} permission"
                 )
         return super().changelist_view(request, extra_context)
-
-    def _holdable(self, key: str) -> bool:
-        if not storable(key):
-            return False
-        try:
-            self.opts.pk.to_python(key)
-        except ValidationError:
-            return False
-        return True
 
     @admin.display(description="cursor")
     def redacted_cursor(self, row: Any) -> str:

@@ -24,6 +24,7 @@ from ..models import ErasureRecord, SubjectRequest
 from ..subjects import registered_subjects
 from ..validation import storable
 from .filters import ChosenValueFilter
+from .redacted import redacted_block
 
 __all__ = ["ErasureRecordAdmin", "SubjectRequestAdmin"]
 
@@ -157,7 +158,7 @@ class SubjectRequestAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg
         "rows_done",
         "pages_done",
         "total",
-        "summary",
+        "redacted_summary",
         "error",
         "created_at",
         "started_at",
@@ -165,8 +166,9 @@ class SubjectRequestAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg
         "updated_at",
     )
     # The key (while the request is live) is never shown: it may be an
-    # email address, and the digest finds a subject's requests.
-    exclude = ("key",)
+    # email address, and the digest finds a subject's requests. The summary
+    # is shown through redact(), never as stored.
+    exclude = ("key", "summary")
     inlines = (ErasureRecordInline,)
 
     def get_object(
@@ -176,6 +178,11 @@ class SubjectRequestAdmin(_ReadOnly, admin.ModelAdmin):  # type: ignore[type-arg
         if not storable(object_id):
             raise Http404("no such request")
         return super().get_object(request, object_id, from_field)
+
+    @admin.display(description="summary")
+    def redacted_summary(self, row: SubjectRequest) -> str:
+        """What was done per table, ``REDACT_KEYS`` values shown as ``[redacted]``."""
+        return redacted_block(row.summary)
 
     @admin.display(description="rows done / total")
     def progress(self, row: SubjectRequest) -> str:

@@ -3,66 +3,57 @@
 A delivery's page lists every attempt (when, status, duration, error) and
 the body sent (escaped); "Replay" needs ``replay_webhookdelivery``, confirms
 first and logs each delivery to ``LogEntry``. Inbound deliveries are the
-receivers' replay guard, listed read-only. The helpers that refuse
-query-string input no row can hold (``?e=1``, 404) serve the endpoint pages
-too.
+receivers' replay guard, listed read-only. Input no row can hold is refused
+as on every list (:class:`~.guards.ListGuard`: ``?e=1`` for a filter, a
+coded message for a selection, 404 for a page), never a 500. A JSON body is
+shown through ``redact()``.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE
-from django.contrib.admin.views.main import ERROR_FLAG
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from ..errors import JobsError
 from ..models import InboundDelivery, Job, WebhookDelivery
+from ..redaction import redacted_json
 from ..webhooks.declaration import replay
+from ..webhooks.errors import WebhookEventUnknown
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .guards import ListGuard, whole_number
 
 __all__ = [
     "InboundDeliveryAdmin",
     "WebhookDeliveryAdmin",
     "parse_object_id",
-    "refuse_bad_filters",
 ]
 
 _BODY_SHOWN = 10_000
 
 
-def refuse_bad_filters(
-    request: HttpRequest, allowed: dict[str, frozenset[str] | None]
-) -> HttpResponse | None:
-    """Redirect to ``?e=1`` when a filter value is not one the list offers.
-
-    ``None`` allows any whole number (an id).
-    """
-    if ERROR_FLAG in request.GET:
-        return None
-    for key, values in allowed.items():
-        if key not in request.GET:
-            continue
-        value = request.GET[key]
-        ok = value.isdigit() and value.isascii() if values is None else value in values
-        if not ok:
-            return HttpResponseRedirect(f"{request.path}?{ERROR_FLAG}=1")
-    return None
-
-
 def parse_object_id(object_id: str) -> int:
-    if not (object_id.isdigit() and object_id.isascii()) or len(object_id) > 18:
+    """The integer key in a page's URL; one no row can have is a 404."""
+    if not whole_number(object_id):
         raise Http404("no such object")
     return int(object_id)
 
 
+_STATES = frozenset(WebhookDelivery.State.values)
+
+
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class WebhookDeliveryAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-arg]
     """Read-only deliveries with their attempts; replay for ``replay_webhookdelivery``."""
+
+    choice_parameters = {"state": _STATES, "state__exact": _STATES}
+    id_parameters = frozenset({"endpoint__id__exact"})
 
     list_display = (
         "id",
@@ -108,16 +99,12 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """The state filter and an endpoint id."""
         return lookup in ("state", "state__exact", "endpoint__id__exact")
 
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        """The list; a filter value no row can hold redirects to ``?e=1``."""
-        states = frozenset(WebhookDelivery.State.values)
-        refused = refuse_bad_filters(
-            request,
-            {"state": states, "state__exact": states, "endpoint__id__exact": None},
+    def unknown(self, value: str) -> JobsError:
+        """``X_WEBHOOK_EVENT_UNKNOWN``: a selected id no delivery can have."""
+        return WebhookEventUnknown(
+            f"no webhook delivery can have the id {value!r}",
+            fix="select deliveries from the list",
         )
-        return refused or super().changelist_view(request, extra_context)
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -197,8 +184,9 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     @admin.display(description="body sent")
     def body_shown(self, delivery: WebhookDelivery) -> str:
-        """The body (escaped; the first 10,000 characters)."""
-        body = delivery.body
+        """The body (escaped; the first 10,000 characters); a JSON body is
+        shown through ``redact()``, as every page shows job data."""
+        body = _redacted_body(delivery.body)
         more = (
             f" … ({len(body):,} characters in all)" if len(body) > _BODY_SHOWN else ""
         )
@@ -211,6 +199,10 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """Send each selected delivery again (same webhook-id), as a new job."""
         require(request, "replay_webhookdelivery")
         rows = list(queryset.order_by("id")[:1000])
+        if not rows:
+            # Nothing to confirm: no "0 deliveries?" page, no empty log.
+            messages.error(request, self.unknown("").render())
+            return None
         if not is_confirmed(request):
             return confirmation(
                 request,
@@ -242,6 +234,15 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if done:
             messages.success(request, f"{len(done)} deliver(ies) queued again.")
         return None
+
+
+def _redacted_body(body: str) -> str:
+    """A JSON body redacted (``REDACT_KEYS``); any other body as sent."""
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return body
+    return redacted_json(value) if isinstance(value, dict | list) else body
 
 
 @admin.register(InboundDelivery)

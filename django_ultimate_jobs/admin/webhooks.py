@@ -8,8 +8,9 @@ permission ``test_webhookendpoint``) are per-endpoint pages that confirm
 first, act on the confirming POST and log to ``LogEntry``; enable and
 disable are list actions for ``change_webhookendpoint``. The delivery
 pages (attempts, replay) and the inbound list are in
-:mod:`.webhook_deliveries`. Query-string input no row can hold is refused
-the way the other pages refuse it (``?e=1``, 404), never a 500.
+:mod:`.webhook_deliveries`. Input no row can hold is refused the way the
+other pages refuse it (:class:`~.guards.ListGuard`: ``?e=1`` for a filter,
+a coded message for a selection, 404 for a page), never a 500.
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ from ..webhooks.endpoints import (
     enable_endpoint,
     rotate_secret,
 )
+from ..webhooks.errors import WebhookEndpointInvalid
 from ..webhooks.signing import mask_secret
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .guards import ListGuard
 from .webhook_deliveries import (
     InboundDeliveryAdmin,
     WebhookDeliveryAdmin,
     parse_object_id,
-    refuse_bad_filters,
 )
 
 __all__ = ["InboundDeliveryAdmin", "WebhookDeliveryAdmin", "WebhookEndpointAdmin"]
@@ -109,8 +111,10 @@ class EnabledFilter(admin.SimpleListFilter):
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class WebhookEndpointAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-arg]
     """Endpoints: health at a glance; add (secret shown once), rotate, test."""
+
+    choice_parameters = {EnabledFilter.parameter_name: frozenset({"yes", "no"})}
 
     form = EndpointForm
     list_display = (
@@ -162,12 +166,12 @@ class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         """Only the state filter."""
         return lookup == EnabledFilter.parameter_name
 
-    def changelist_view(
-        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
-    ) -> HttpResponse:
-        """The list; a filter value it does not offer redirects to ``?e=1``."""
-        refused = refuse_bad_filters(request, {"enabled": frozenset({"yes", "no"})})
-        return refused or super().changelist_view(request, extra_context)
+    def unknown(self, value: str) -> JobsError:
+        """``X_WEBHOOK_ENDPOINT_INVALID``: a selected id no endpoint can have."""
+        return WebhookEndpointInvalid(
+            f"no webhook endpoint can have the id {value!r}",
+            fix="select endpoints from the list",
+        )
 
     def get_object(
         self, request: HttpRequest, object_id: str, from_field: str | None = None
@@ -412,6 +416,10 @@ class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         enable = action == "enable_selected"
         label = "Enable" if enable else "Disable"
         rows = list(queryset.order_by("id")[:1000])
+        if not rows:
+            # Nothing to confirm: no "0 endpoint(s)?" page, no empty log.
+            messages.error(request, self.unknown("").render())
+            return None
         if not is_confirmed(request):
             return confirmation(
                 request,

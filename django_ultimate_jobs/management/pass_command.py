@@ -4,7 +4,9 @@
 is a dry run (what a pass would do, nothing written); ``NAME --write``
 queues the pass (a worker runs it) and follows it: a progress bar on a
 terminal, a plain line every few seconds otherwise (see :mod:`.progress`).
-A refusal prints the coded error and exits 1.
+A refusal prints the coded error and exits 1. Every line holds stored
+text (names, prefixes, errors) and is printed through
+:func:`~django_ultimate_jobs.terminal.printable`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from ..errors import JobsError
+from ..terminal import printable
 from .progress import Progress, follow
 
 if TYPE_CHECKING:
@@ -90,26 +93,29 @@ class PassCommand(BaseCommand):
         try:
             if options["list"]:
                 for line in self.list_lines():
-                    self.stdout.write(line)
+                    self.stdout.write(printable(line))
             elif not options["write"]:
-                self.stdout.write(self.dry_run(options))
+                self.stdout.write(printable(self.dry_run(options)))
                 self.stdout.write("dry run: pass --write to run it")
             else:
                 queued = self.enqueue(options)
                 note = " (already queued)" if queued.enqueued.deduped else ""
                 self.stdout.write(
-                    f"{queued.label}: pass queued as job {queued.enqueued.id}{note}"
+                    printable(
+                        f"{queued.label}: pass queued as job {queued.enqueued.id}{note}"
+                    )
                 )
                 if not options["no_follow"]:
                     follow(
                         Progress(self.stdout, queued.label, unit=queued.unit),
                         queued.enqueued,
                         queued.record,
-                        what=queued.label,
+                        what=printable(queued.label),
                         listing=f"python manage.py jobs_{self.kind} --list",
                     )
         except JobsError as error:
-            raise CommandError(error.render()) from error
+            # The message may quote a name given on the command line.
+            raise CommandError(printable(error.render())) from error
 
     def list_lines(self) -> list[str]:
         """What ``--list`` prints."""

@@ -4,12 +4,15 @@ escapes and forged lines in every text column.
 ``seed()`` writes it through the real paths where there is one (a job run
 with steps, an event, an outbox enqueue, a lease) and by hand where the
 column is only written by code outside a test's reach (a stored cron task
-no code declares any more, a worker row). The surface tests
+no code declares any more, a worker row, the progress rows of a consumer,
+a subject request, a reindex, an export and an import, a webhook endpoint
+and its deliveries). The surface tests
 (tests/test_surfaces.py) then look at every admin page and command.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -19,17 +22,28 @@ from django.utils import timezone
 
 from django_ultimate_jobs import Retry, backfill, job, publish_event
 from django_ultimate_jobs.backfills import enqueue_backfill, unregister_backfill
+from django_ultimate_jobs.consumers import consumer, unregister_consumer
 from django_ultimate_jobs.drivers.base import Enqueued
 from django_ultimate_jobs.models import (
     Backfill,
+    Consumer,
     CronTask,
+    ErasureRecord,
+    Export,
+    Import,
+    InboundDelivery,
     Job,
     OutboxMessage,
     QueuePause,
+    Reindex,
+    SubjectRequest,
+    WebhookDelivery,
+    WebhookEndpoint,
     Worker,
 )
 from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.testing import run_jobs
+from django_ultimate_jobs.webhooks.declaration import DEFAULT_WEBHOOK
 from tests.jobsapp.jobs import noop
 from tests.jobsapp.models import BackfillItem
 
@@ -67,6 +81,11 @@ SECRETS = {
     "event_payload": "EVENT-5ecret-6",
     "outbox_input": "OUTBOX-5ecret-7",
     "backfill_cursor": "CURSOR-5ecret-8",
+    "consumer_cursor": "STREAM-5ecret-9",
+    "pass_cursor": "PASS-5ecret-10",
+    "export_params": "PARAMS-5ecret-11",
+    "subject_summary": "SUMMARY-5ecret-12",
+    "delivery_body": "BODY-5ecret-13",
 }
 # Beside each secret, a value that is not one: a surface that shows the data
 # shows it (so a page that drops the data whole does not pass for redacted).
@@ -78,11 +97,20 @@ VISIBLE = {
     "event_payload": "EVENT-VISIBLE",
     "outbox_input": "OUTBOX-VISIBLE",
     "backfill_cursor": "CURSOR-VISIBLE",
+    "consumer_cursor": "STREAM-VISIBLE",
+    "pass_cursor": "PASS-VISIBLE",
+    "export_params": "PARAMS-VISIBLE",
+    "subject_summary": "SUMMARY-VISIBLE",
+    "delivery_body": "BODY-VISIBLE",
 }
 
 LEAKY = "t.hostile.leaky"
 BROKEN = "t.hostile.broken"
 FILL = "t.hostile.fill"
+STREAM = "t.hostile.stream"
+REINDEX = "tests.articles"  # declared by tests.jobsapp.jobs
+ARTIFACTS = "tests.items"  # the export and the import of tests.jobsapp.jobs
+PREFIX = "exports/hostile"
 PAID = "t.hostile.paid"
 TASK_NAME = f"t.hostile.gone{HOSTILE}"
 _GROUP = 9  # the BackfillItem rows of the hostile backfill
@@ -100,6 +128,13 @@ class Seeded:
     lease_key: str
     fill: Enqueued
     """The backfill's failed pass (``jobs_backfill --write`` follows one)."""
+    subject_request: UUID
+    erasure: int
+    export: int
+    import_: int
+    endpoint: int
+    delivery: int
+    inbound: int
 
 
 def raw_control_characters(text: str) -> list[str]:
@@ -199,14 +234,108 @@ def seed(driver: Any) -> Seeded:
         outbox=outbox.id,
         lease_key=lease_key,
         fill=fill,
+        **_capabilities(now),
     )
 
 
 def unseed() -> None:
-    """Forget the jobs and the backfill ``seed()`` declared."""
+    """Forget the jobs, the backfill and the consumer ``seed()`` declared."""
     for name in (LEAKY, BROKEN):
         unregister(name)
     unregister_backfill(FILL)
+    unregister_consumer(STREAM)
+
+
+def _secret(where: str) -> dict[str, str]:
+    """A JSON value holding the secret of ``where`` beside its visible value."""
+    return {"api_key": SECRETS[where], "id": VISIBLE[where]}
+
+
+def _capabilities(now: Any) -> dict[str, Any]:
+    """The rows of the consumers, subjects, passes and webhooks, by hand:
+    only their jobs write them, and a stored error or cursor is what it is."""
+    consumer(name=STREAM, fetch=lambda cursor: None, handle=lambda items: None)
+    failed = {"state": "failed", "error": f"page refused {HOSTILE}"}
+    Consumer.objects.create(
+        name=STREAM,
+        state="halted",
+        cursor=_secret("consumer_cursor"),
+        error=f"halted {HOSTILE}",
+    )
+    request = SubjectRequest.objects.create(
+        subject="tests.customer",
+        kind="erase",
+        state="failed",
+        key_digest="hostile",
+        requested_by=f"dpo {HOSTILE}",
+        summary=[{"model": "jobsapp.Customer", **_secret("subject_summary")}],
+        error=f"erase refused {HOSTILE}",
+    )
+    erasure = ErasureRecord.objects.create(
+        request=request,
+        subject="tests.customer",
+        model="jobsapp.Customer",
+        field="email",
+        policy=f"retain: {HOSTILE}",
+        rows=1,
+        requested_by=f"dpo {HOSTILE}",
+    )
+    Reindex.objects.create(name=REINDEX, cursor=_secret("pass_cursor"), **failed)
+    export = Export.objects.create(
+        name=ARTIFACTS,
+        prefix=PREFIX,
+        format="csv",
+        params=_secret("export_params"),
+        cursor=_secret("pass_cursor"),
+        **failed,
+    )
+    imported = Import.objects.create(
+        name=ARTIFACTS, prefix=PREFIX, cursor=_secret("pass_cursor"), **failed
+    )
+    endpoint = WebhookEndpoint.objects.create(
+        url="https://hooks.example.com/in",
+        description=f"billing {HOSTILE}",
+        topics=["*"],
+        secret="whsec_" + "A" * 43,
+        disabled_at=now,
+        disabled_reason=f"refused {HOSTILE}",
+    )
+    body = {
+        "card": {"secret": SECRETS["delivery_body"]},
+        "by": VISIBLE["delivery_body"],
+    }
+    delivery = WebhookDelivery.objects.create(
+        endpoint=endpoint,
+        webhook=DEFAULT_WEBHOOK,
+        topic="t.hostile",
+        msg_id="msg_hostile",
+        body=json.dumps(body),
+        state="failed",
+        attempts=1,
+        attempt_log=[
+            {
+                "attempt": 1,
+                "at": now.isoformat(),
+                "status": 500,
+                "duration_ms": 3,
+                "error": f"refused {HOSTILE}",
+            }
+        ],
+        last_status=500,
+        last_error=f"refused {HOSTILE}",
+    )
+    inbound = InboundDelivery.objects.create(
+        receiver=f"r {HOSTILE}", webhook_id=f"msg {HOSTILE}", signed_at=now, size=1
+    )
+    return {
+        "subject_request": request.id,
+        "erasure": erasure.id,
+        "export": export.id,
+        "import_": imported.id,
+        "endpoint": endpoint.id,
+        "delivery": delivery.id,
+        "inbound": inbound.id,
+    }
 
 
 def _failed_backfill(driver: Any) -> Enqueued:

@@ -9,12 +9,14 @@
 - ``NAME --set-cursor JSON``: set the cursor of a paused or halted one
   (backwards too: re-reading a stream is a decision, made here).
 
-A refusal prints the coded error and exits 1, with nothing changed.
+A refusal prints the coded error and exits 1, with nothing changed. The
+cursor is printed through ``redact()`` (``REDACT_KEYS``), and every line
+(names, cursors, errors) through
+:func:`~django_ultimate_jobs.terminal.printable`.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +32,8 @@ from ...consumers import (
 )
 from ...consumers.control import consumer_row, parse_cursor
 from ...errors import JobsError
+from ...redaction import redact
+from ...terminal import printable, printable_json
 from ..progress import OpenProgress, follow_job
 
 __all__ = ["Command"]
@@ -82,38 +86,42 @@ class Command(BaseCommand):
             if options["name"] is None:
                 self._list()
             elif verb is None:
-                self.stdout.write(_describe(consumer_row(options["name"])))
+                self._say(_describe(consumer_row(options["name"])))
             else:
                 self._act(verb, options)
         except JobsError as error:
-            raise CommandError(error.render()) from error
+            # The message may quote a name given on the command line.
+            raise CommandError(printable(error.render())) from error
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(printable(text))
 
     def _list(self) -> None:
         declared = registered_consumers()
         if not declared:
-            self.stdout.write("no consumer(...) is declared")
+            self._say("no consumer(...) is declared")
         for spec in declared:
-            self.stdout.write(_describe(consumer_row(spec.name)))
+            self._say(_describe(consumer_row(spec.name)))
 
     def _act(self, verb: str, options: dict[str, Any]) -> None:
         name = options["name"]
         get_consumer(name)
         if verb == "pause":
             pause_consumer(name)
-            self.stdout.write(f"{name}: paused")
+            self._say(f"{name}: paused")
         elif verb == "resume":
             resume_consumer(name)
-            self.stdout.write(f"{name}: resumed (the supervisor starts its next run)")
+            self._say(f"{name}: resumed (the supervisor starts its next run)")
         elif verb == "set_cursor":
             set_consumer_cursor(name, parse_cursor(options["set_cursor"]))
-            self.stdout.write(_describe(consumer_row(name)))
+            self._say(_describe(consumer_row(name)))
         else:
             self._run(name, options["no_follow"])
 
     def _run(self, name: str, no_follow: bool) -> None:
         enqueued = run_consumer(name)
         note = " (already queued)" if enqueued.deduped else ""
-        self.stdout.write(f"{name}: run queued as job {enqueued.id}{note}")
+        self._say(f"{name}: run queued as job {enqueued.id}{note}")
         if not no_follow:
             self._follow(name, enqueued)
 
@@ -137,12 +145,12 @@ class Command(BaseCommand):
         )
         error = Consumer.objects.filter(name=name).values_list("error", flat=True)
         if error.first():
-            raise CommandError(f"consumer {name!r}: {error.first()}")
+            raise CommandError(printable(f"consumer {name!r}: {error.first()}"))
 
 
 def _describe(row: Any) -> str:
     text = (
-        f"{row.name}: {row.state}, cursor {json.dumps(row.cursor)}, "
+        f"{row.name}: {row.state}, cursor {printable_json(redact(row.cursor))}, "
         f"{row.items_done:,} items in {row.batches_done:,} batches"
     )
     if row.last_batch_at is not None:

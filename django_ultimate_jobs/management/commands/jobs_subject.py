@@ -9,7 +9,9 @@
   it, then prints what was erased per model and field;
 - ``show REQUEST_ID``: where a request stands.
 
-A worker does the work, never the command. Following shows a progress
+A worker does the work, never the command. Every line holds stored or
+given text (names, archives, errors) and is printed through
+:func:`~django_ultimate_jobs.terminal.printable`. Following shows a progress
 bar on a terminal (a plain line every few seconds otherwise); ``--no-follow``
 returns once the request is queued. A refusal prints the coded error and
 exits 1, with nothing written.
@@ -31,6 +33,7 @@ from ...subjects import (
     registered_subjects,
 )
 from ...subjects.errors import SubjectArgumentInvalid
+from ...terminal import printable
 from ..progress import Progress, follow_job
 
 __all__ = ["Command"]
@@ -74,21 +77,23 @@ class Command(BaseCommand):
         try:
             getattr(self, "_" + options["action"])(options)
         except JobsError as error:
-            raise CommandError(error.render()) from error
+            # The message may quote a name or a key given on the command line.
+            raise CommandError(printable(error.render())) from error
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(printable(text))
 
     def _list(self, options: dict[str, Any]) -> None:
         subjects = registered_subjects()
         if not subjects:
-            self.stdout.write("no subject(...) is declared")
+            self._say("no subject(...) is declared")
         for declared in subjects:
-            self.stdout.write(f"{declared.name}:")
+            self._say(f"{declared.name}:")
             for spec in declared.tables:
-                self.stdout.write(
-                    f"  {spec.label} by {spec.by}: {spec.erase.describe()}"
-                )
+                self._say(f"  {spec.label} by {spec.by}: {spec.erase.describe()}")
         problems = personal_data_problems()
         for problem in problems:
-            self.stderr.write(problem.render())
+            self.stderr.write(printable(problem.render()))
         if problems:
             raise CommandError(
                 f"{len(problems)} personal-data gap(s): python manage.py check "
@@ -104,16 +109,16 @@ class Command(BaseCommand):
         )
         row = self._follow("export", requested, options)
         if row is not None:
-            self.stdout.write(f"archive: {row.archive}")
+            self._say(f"archive: {row.archive}")
 
     def _erase(self, options: dict[str, Any]) -> None:
         if not options["write"]:
             for plan in plan_subject(options["subject"], options["key"]):
-                self.stdout.write(
+                self._say(
                     f"{plan.model} by {plan.by}: {plan.rows:,} row(s), "
                     f"{plan.to_treat:,} to change ({plan.erase})"
                 )
-            self.stdout.write("dry run: pass --write --by WHO to erase")
+            self._say("dry run: pass --write --by WHO to erase")
             return
         requested = erase_subject(
             options["subject"], options["key"], requested_by=options["by"]
@@ -121,7 +126,7 @@ class Command(BaseCommand):
         row = self._follow("erase", requested, options)
         if row is not None:
             for entry in row.summary or []:
-                self.stdout.write(
+                self._say(
                     f"  {entry['model']}.{entry['field']}: {entry['policy']}, "
                     f"{entry['rows']:,} row(s)"
                 )
@@ -141,13 +146,13 @@ class Command(BaseCommand):
                 f"no subject request {request_id} is stored",
                 meta={"argument": "request"},
             )
-        self.stdout.write(_describe(row))
+        self._say(_describe(row))
 
     def _follow(self, kind: str, requested: Any, options: dict[str, Any]) -> Any:
         from ...models import SubjectRequest
 
         note = " (already queued)" if requested.deduped else ""
-        self.stdout.write(
+        self._say(
             f"{kind} request {requested.request_id} queued as job "
             f"{requested.job_id}{note}"
         )
@@ -164,7 +169,7 @@ class Command(BaseCommand):
             lambda row, _state: row.state in ("done", "failed"),
         )
         if row.state == "failed":
-            raise CommandError(f"the {kind} failed: {row.error}")
+            raise CommandError(printable(f"the {kind} failed: {row.error}"))
         return row
 
 
