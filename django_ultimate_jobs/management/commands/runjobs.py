@@ -137,6 +137,16 @@ class Command(BaseCommand):
                 "runjobs: the jobs database looks pooled in transaction mode; "
                 "LISTEN wake-ups will not arrive and polling picks jobs up"
             )
+        # A worker that never reached its store says so here, in one line
+        # (repeated at most once a minute), whatever the logging setup.
+        worker.outage.on_unreachable(self._say)
+        _install_signals(worker)
+        # The store answers (and holds the tables) before the listener and
+        # the relay start: a worker that cannot serve says so once and ends.
+        if not worker.reach():
+            if worker.exit_status:
+                raise CommandError(_why_stopped(worker, config.connect_wait_ms))
+            return
         listener = None
         if config.wake:
             # None unless the driver declares features.wake_listener.
@@ -152,15 +162,23 @@ class Command(BaseCommand):
             f"concurrency={config.concurrency}"
         )
         try:
-            with _relay(options, worker):
-                worker.run(install_signals=_install_signals)
+            with _relay(options, worker) as relay:
+                status = worker.run(
+                    install_signals=_install_signals,
+                    outstanding=None if relay is None else relay.outstanding,
+                )
         finally:
             if listener is not None:
                 listener.stop()
+        if status:
+            raise CommandError(_why_stopped(worker, config.connect_wait_ms))
         if worker.exit_reason in ("max-jobs", "stuck-slots") and os.environ.get(
             "ULTIMATE_JOBS_CHILD"
         ):
             sys.exit(EXIT_RECYCLE)
+
+    def _say(self, line: str) -> None:
+        self.stderr.write(f"runjobs: {line}")
 
     def _relay_only(self, *, burst: bool) -> None:
         """``--relay-only``: the relay role until SIGTERM/SIGINT.
@@ -170,16 +188,15 @@ class Command(BaseCommand):
         """
         if burst:
             inline = OutboxRelay(poll=True)
+            inline.outage.on_unreachable(self._say)
             self.stdout.write(f"runjobs {inline.worker_id}: relay only, burst")
+            wait_ms = jobs_settings().burst_connect_wait_ms
             try:
-                while True:
-                    outcome = inline.run_pass()
-                    if outcome.failed or outcome.claimed < inline.batch:
-                        break
-            finally:
-                inline.store.release_claimant(inline.token)
+                failed = inline.publish_now(connect_wait_s=wait_ms / 1000)
+            except JobsError as error:
+                raise CommandError(error.render()) from error
             self.stdout.write(f"published {inline.published} outbox messages")
-            if outcome.failed:
+            if failed:
                 sys.exit(1)
             return
         stop = threading.Event()
@@ -346,6 +363,18 @@ def _relay(
     finally:
         relay.stop()
         install_local_relay(previous)
+
+
+def _why_stopped(worker: Worker, connect_wait_ms: int) -> str:
+    """The one line a worker that could not serve ends with."""
+    refused = worker.lifecycle.refused
+    if refused is not None:
+        return refused.render()
+    return (
+        f"the jobs database did not answer within {connect_wait_ms / 1000:g} s "
+        "(ULTIMATE_JOBS['BURST_CONNECT_WAIT']); the line above says where it was "
+        "looked for"
+    )
 
 
 def _set_live(worker: Worker, live: bool) -> None:
