@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 import queue
 import threading
+import time
 
 from .backoff import IdleBackoff
 
@@ -95,18 +96,18 @@ class ClaimWake:
         """A row of these queues falls due at ``at``: the idle wait ends then.
 
         An instant earlier than every one known wakes the claim loop now,
-        which claims and then waits until it.
+        which claims and then waits until it; so does one already past (its
+        row may have committed after the last claim began).
         """
+        past = at <= time.monotonic()
         with self._due_lock:
             due = self._due
             earlier = not due or at < due[0]
             if len(due) < DUE_KEPT:
                 heapq.heappush(due, at)
-            elif not earlier:
-                return
-            else:
+            elif earlier:
                 due[0] = at  # the earliest matters most; a later one is lost
-        if earlier:
+        if earlier or past:
             self.flag.set()
 
     def next_due(self, covered: float) -> float | None:
