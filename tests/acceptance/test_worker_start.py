@@ -37,7 +37,7 @@ def _closed_port() -> int:
 
 def _env_at(url: str, **extra: str) -> dict[str, str]:
     return subprocess_env_for_url(
-        url, UJ_BURST_CONNECT_WAIT=f"{CONNECT_WAIT_S}s", **extra
+        url, **{"UJ_BURST_CONNECT_WAIT": f"{CONNECT_WAIT_S}s", **extra}
     )
 
 

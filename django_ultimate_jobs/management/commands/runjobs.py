@@ -19,6 +19,7 @@ from django.utils.autoreload import get_child_arguments
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
 from ...drivers import get_driver
+from ...drivers.outage import process_outage
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
@@ -186,9 +187,10 @@ class Command(BaseCommand):
         With ``--burst``: publish what is pending now, in this thread, and
         exit (1 when a message could not be published).
         """
+        # The relay's sessions report to the process's outage tracker.
+        process_outage().on_unreachable(self._say)
         if burst:
             inline = OutboxRelay(poll=True)
-            inline.outage.on_unreachable(self._say)
             self.stdout.write(f"runjobs {inline.worker_id}: relay only, burst")
             wait_ms = jobs_settings().burst_connect_wait_ms
             try:
