@@ -327,8 +327,6 @@ class OutboxRelay:
                 not migrated, say).
         """
         give_up_at = time.monotonic() + connect_wait_s
-        for role in self.roles:
-            role.bind()
         try:
             while True:
                 try:
