@@ -10,6 +10,7 @@ on short leases:
   ``200ms``); an empty value keeps the package default (the wake test);
 - ``UJ_CLAIM_BATCH`` (default: the package's);
 - ``UJ_BURST_CONNECT_WAIT`` (default: the package's);
+- ``UJ_METRICS_INTERVAL`` (default: the package's);
 - ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
 - ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
 - ``UJ_REDIS_URL`` and ``UJ_REDIS_PREFIX``: the Redis driver on that server
@@ -35,6 +36,7 @@ def _timings() -> dict[str, object]:
         "POLL_INTERVAL": os.environ.get("UJ_POLL", "50ms"),
         "IDLE_POLL_MAX": os.environ.get("UJ_IDLE_POLL_MAX", "200ms"),
         "BURST_CONNECT_WAIT": os.environ.get("UJ_BURST_CONNECT_WAIT", ""),
+        "METRICS_INTERVAL": os.environ.get("UJ_METRICS_INTERVAL", ""),
     }
     values.update({key: value for key, value in optional.items() if value})
     if os.environ.get("UJ_LIMITS"):
@@ -59,7 +61,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "extras": {
-            "()": "tests.support.logfmt.ExtrasFormatter",
+            # The app's console formatter: each record's details after it.
+            "()": "django_ultimate_jobs.logging.ConsoleFormatter",
             "format": "%(asctime)s %(levelname)s %(threadName)s %(message)s",
         }
     },

@@ -135,6 +135,18 @@ def retry_in_a_second(ctx, **input):
         raise RuntimeError("tests.retry_in_a_second fails its first attempt")
 
 
+class AppBroken(Exception):
+    """An app's own coded error: any exception with an ``X_...`` code counts."""
+
+    code = "X_APP_BROKEN"
+
+
+@job(name="tests.always_fail", retry=Retry(attempts=2, delay="100ms", jitter="none"))
+def always_fail(ctx, **input):
+    """Fail every attempt with a coded error (two attempts, then dead)."""
+    raise AppBroken("the gateway said no\nsecond line")
+
+
 @job(name="tests.atomic_steps", retry=Retry(attempts=5, delay="100ms"))
 def atomic_steps(ctx, *, order: str):
     """Two atomic steps, each writing effect rows in its own transaction."""
@@ -154,6 +166,23 @@ def atomic_steps(ctx, *, order: str):
     first = ctx.step.run("reserve", write, f"reserve:{order}", atomic=True)
     second = ctx.step.run("charge", write, f"charge:{order}", atomic=True)
     return [first, second]
+
+
+class CardDeclined(Exception):
+    """An app's own coded error (``code_of`` reads any ``X_`` code)."""
+
+    code = "X_CARD_DECLINED"
+
+
+@job(name="tests.traced_steps", retry=Retry(attempts=3, delay="100ms", jitter="none"))
+def traced_steps(ctx, *, order: str):
+    """A step, then a failure on the first attempt; the retry replays the
+    step and runs a second one (tests/test_tracing.py, acceptance/test_traces.py)."""
+    ctx.step.run("reserve", lambda: f"reserve:{order}")
+    if ctx.attempt == 1:
+        raise CardDeclined(f"card declined for {order} (first attempt)")
+    ctx.step.run("charge", lambda: f"charge:{order}")
+    return {"attempt": ctx.attempt}
 
 
 # -- a cron task for the scheduler's acceptance tests ---------------------------
