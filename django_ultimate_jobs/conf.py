@@ -62,6 +62,7 @@ class JobsSettings:
     woken_idle_poll_max_ms: int = 5_000
     claim_batch: int = 64
     shutdown_deadline_ms: int = 25_000
+    burst_connect_wait_ms: int = 30_000
     stuck_slots_max: int = 4
     wake: bool = True
     prepare: bool = True
@@ -309,6 +310,7 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "WOKEN_IDLE_POLL_MAX": (_DURATION, "woken_idle_poll_max_ms"),
     "CLAIM_BATCH": (_CLAIM_BATCH, "claim_batch"),
     "SHUTDOWN_DEADLINE": (_DURATION, "shutdown_deadline_ms"),
+    "BURST_CONNECT_WAIT": (_DURATION, "burst_connect_wait_ms"),
     "STUCK_SLOTS_MAX": (_COUNT, "stuck_slots_max"),
     "WAKE": (_FLAG, "wake"),
     "PREPARE": (_FLAG, "prepare"),

@@ -4,14 +4,41 @@ A hint, never the mechanism: polling guarantees pickup, a wake only makes
 the next poll sooner. The LISTEN thread of a worker (Postgres) and the
 memory driver (in-process) publish here; worker loops subscribe. An empty
 queue name means "any queue".
+
+A timed hint says when a row falls due: ``"<queue>\t<unix ms>"`` (a tab
+never occurs in a queue name: names are printable). The enqueue of a row due
+later sends one (``job_enqueue_answer``), so an idle worker sleeps until
+then instead of finding it on a poll; :func:`split_hint` reads it.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
-__all__ = ["WakeHub", "wake_hub"]
+__all__ = ["WakeHub", "instant_of", "split_hint", "wake_hub"]
+
+_TAB = "\t"
+
+
+def instant_of(unix_s: float) -> float:
+    """The ``time.monotonic()`` instant of the wall-clock time ``unix_s``."""
+    return time.monotonic() + (unix_s - time.time())
+
+
+def split_hint(hint: str) -> tuple[str, float | None]:
+    """A hint's queue, and for a timed one its due instant (``time.monotonic()``).
+
+    A timed hint whose time does not parse is read as a plain one.
+    """
+    if _TAB not in hint:
+        return hint, None
+    queue, _, unix_ms = hint.partition(_TAB)
+    try:
+        return queue, instant_of(int(unix_ms) / 1000)
+    except ValueError:
+        return queue, None
 
 
 class WakeHub:

@@ -471,6 +471,20 @@ def test_enqueue_many_answers_in_order(pg_driver, clock):
     }
 
 
+def test_enqueue_many_of_one_priority_is_claimed_in_list_order(pg_driver):
+    """FIFO: the rows of one batch share run_at and priority, so ids decide.
+
+    Two UUIDv7 of one millisecond used to be in random order (a batch of
+    three ran 2, 1, 0); the ids a process draws now only grow.
+    """
+    answers = noop.enqueue_many([{"n": n} for n in range(30)])
+    claimed = pg_driver.claim(
+        ClaimOptions(queues=["default"], limit=30, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert [c.input["n"] for c in claimed] == list(range(30))
+    assert [c.id for c in claimed] == [a.id for a in answers]
+
+
 def test_enqueue_many_of_nothing_is_nothing(pg_driver):
     """An empty batch answers ``[]``."""
     assert noop.enqueue_many([]) == []

@@ -214,10 +214,47 @@ def test_a_due_enqueue_in_autocommit_notifies_its_queue(driver, listener, queue)
     assert listener.next_for(queue)
 
 
-def test_a_delayed_enqueue_sends_no_notification(driver, listener, queue):
-    """Due in 10 s is not "soon": nothing is sent (checked by a bounded wait)."""
-    noop.using(queue=queue, delay="10s").enqueue()
+def _timed(listener: Listener, queue: str) -> list[int]:
+    """The Unix ms of the timed wakes naming ``queue`` read within the window."""
+    listener.count_for(queue)
+    prefix = f"{queue}\t"
+    found = [int(p[len(prefix) :]) for p in listener.pending if p.startswith(prefix)]
+    listener.pending = [p for p in listener.pending if not p.startswith(prefix)]
+    return found
+
+
+def _bin_end_ms(run_at: datetime) -> int:
+    ms = (run_at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    return ms - ms % 20 + 20
+
+
+def test_a_delayed_enqueue_sends_a_timed_wake_not_a_plain_one(
+    frozen_driver, listener, queue
+):
+    """Due in 10 s: no worker is woken now; the payload says when it falls due
+    (the end of its 20 ms bin), so an idle worker sleeps until then."""
+    row = noop.using(queue=queue, delay="10s").enqueue()
+    run_at = Job.objects.get(id=row.id).run_at
+    assert _timed(listener, queue) == [_bin_end_ms(run_at)]
     assert listener.count_for(queue) == 0
+
+
+def test_a_second_delayed_row_of_the_same_bin_stays_silent(
+    frozen_driver, listener, queue
+):
+    """Its bin's first row already told the workers when both fall due."""
+    noop.using(queue=queue, delay="10s").enqueue()
+    assert len(_timed(listener, queue)) == 1
+    noop.using(queue=queue, delay="10s").enqueue()
+    assert _timed(listener, queue) == []
+    noop.using(queue=queue, delay="11s").enqueue()  # another bin
+    assert len(_timed(listener, queue)) == 1
+
+
+def test_a_row_due_in_more_than_an_hour_sends_nothing(driver, listener, queue):
+    """Far rows are found by the idle poll: no wake of any kind."""
+    noop.using(queue=queue, delay="2h").enqueue()
+    assert _timed(listener, queue) == []
 
 
 def test_a_deduped_enqueue_sends_no_notification(frozen_driver, listener, queue):
@@ -322,7 +359,11 @@ def test_enqueue_many_notifies_once_per_queue(frozen_driver, listener, queue):
     assert listener.count_for(queue) == 0
 
 
-def test_a_delayed_batch_sends_no_notification(driver, listener, queue):
-    """A batch due in 10 s wakes nobody (bounded wait for absence)."""
-    noop.using(queue=queue, delay=timedelta(seconds=10)).enqueue_many([{"n": 1}])
+def test_a_delayed_batch_sends_one_timed_wake_per_bin(frozen_driver, listener, queue):
+    """A batch due in 10 s wakes nobody now: one timed wake for its bin."""
+    noop.using(queue=queue, delay=timedelta(seconds=10)).enqueue_many(
+        [{"n": n} for n in range(3)]
+    )
+    run_at = Job.objects.filter(queue=queue).first().run_at
+    assert _timed(listener, queue) == [_bin_end_ms(run_at)]
     assert listener.count_for(queue) == 0

@@ -10,7 +10,9 @@ from __future__ import annotations
 import threading
 import time
 
-from django_ultimate_jobs.worker.wakeflag import WakeFlag
+from django_ultimate_jobs.wake import split_hint
+from django_ultimate_jobs.worker.backoff import IdleBackoff
+from django_ultimate_jobs.worker.wakeflag import ClaimWake, WakeFlag
 from tests.support.waiting import wait_until
 
 
@@ -93,3 +95,38 @@ def test_every_set_of_many_threads_is_seen_by_a_loop_that_waits_then_clears():
         wake.set()
         thread.join(10.0)
     assert seen[-1] >= rounds
+
+
+def test_a_due_instant_earlier_than_all_known_wakes_the_loop_later_ones_do_not():
+    wake = ClaimWake(IdleBackoff(0.25, 2, 5))
+    later = time.monotonic() + 1000
+    wake.due(later + 100)
+    assert wake.flag.is_set()  # the loop re-reads its wait
+    wake.flag.clear()
+    wake.due(later + 200)
+    assert not wake.flag.is_set()
+    wake.due(later + 50)
+    assert wake.flag.is_set()
+    wake.flag.clear()
+    # Already past: its row may have committed after the last claim began.
+    wake.due(time.monotonic() - 1)
+    assert wake.flag.is_set()
+
+
+def test_the_next_due_instant_forgets_those_a_claim_covered():
+    wake = ClaimWake(IdleBackoff(0.25, 2, 5))
+    for at in (30.0, 10.0, 20.0):
+        wake.due(at)
+    assert wake.next_due(covered=0.0) == 10.0
+    assert wake.next_due(covered=10.0) == 20.0  # a claim began at 10: taken
+    assert wake.next_due(covered=25.0) == 30.0
+    assert wake.next_due(covered=30.0) is None
+
+
+def test_a_timed_hint_names_its_queue_and_when():
+    before = time.monotonic()
+    queue, at = split_hint(f"emails\t{round((time.time() + 2) * 1000)}")
+    assert queue == "emails"
+    assert at is not None and 1.9 < at - before < 2.1
+    assert split_hint("emails") == ("emails", None)
+    assert split_hint("emails\tsoon") == ("emails", None)

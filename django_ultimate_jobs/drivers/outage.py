@@ -11,6 +11,16 @@ the first role gets through again (``jobs.db.recovered``), and retries of
 all roles follow one schedule (:meth:`DatabaseOutage.retry_in`), from
 250 ms doubling to 2 s. One tracker per process (:func:`process_outage`).
 
+A process that has never reached its store is not in an outage: it is most
+likely pointed at the wrong place (a host, a port, a database that is not
+there), and "every role reconnects" is the wrong advice. Until a role's call
+lands once (:meth:`DatabaseOutage.reached`), a loss is reported as
+``jobs.db.unreachable``, naming where the store was looked for
+(:class:`StoreAddress`, given by the session that failed) with a fix that
+fits, and repeated at most once a minute while it lasts; the callbacks of
+:meth:`DatabaseOutage.on_unreachable` (``runjobs`` prints the line) get it
+too.
+
 A driver's sessions (``driver.sessions``, :mod:`.sessions`) report to it;
 nothing here knows what the store is.
 """
@@ -23,13 +33,44 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-__all__ = ["FIRST_RETRY_S", "MAX_RETRY_S", "DatabaseOutage", "process_outage"]
+__all__ = [
+    "FIRST_RETRY_S",
+    "MAX_RETRY_S",
+    "UNREACHABLE_REPEAT_S",
+    "DatabaseOutage",
+    "StoreAddress",
+    "process_outage",
+]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
 FIRST_RETRY_S = 0.25
 MAX_RETRY_S = 2.0
+UNREACHABLE_REPEAT_S = 60.0
+"""While a process has never reached its store, how often the line says so again."""
+
+
+@dataclass(frozen=True)
+class StoreAddress:
+    """Where a driver looks for its store, for the line that says it is not there."""
+
+    store: str
+    """What the store is, with the setting that names it, e.g. ``the jobs
+    database "shop" (DATABASES["default"])``."""
+    host: str
+    port: str
+    fix: str
+    """What to check: the setting, and whether the server is up."""
+    database: str = ""
+
+    def line(self, error: BaseException) -> str:
+        """One line: the store, where it was looked for, the error and the fix."""
+        return (
+            f"cannot reach {self.store} at {self.host}:{self.port} "
+            f"({_first_line(error)}); fix: {self.fix}"
+        )
 
 
 class DatabaseOutage:
@@ -58,6 +99,27 @@ class DatabaseOutage:
         self.outages = 0
         """Outages seen by this process (each logged once)."""
         self._on_recovery: list[Callable[[], None]] = []
+        self._on_unreachable: list[Callable[[str], None]] = []
+        self.reached = False
+        """Whether a role's call has landed once in this process's life."""
+        self._unreachable_said: float | None = None
+        self._unreached_since: float | None = None
+
+    def reach(self) -> None:
+        """A role's call landed: from now on a loss is an outage (``jobs.db.lost``)."""
+        self.reached = True
+
+    def unreached_for(self) -> float:
+        """Seconds since the first failed try while never reached (0: none, or reached)."""
+        since = self._unreached_since
+        if self.reached or since is None:
+            return 0.0
+        return time.monotonic() - since
+
+    def on_unreachable(self, callback: Callable[[str], None]) -> None:
+        """Call ``callback(line)`` each time the never-reached line is logged."""
+        with self._lock:
+            self._on_unreachable.append(callback)
 
     def on_recovery(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (from the recovering thread) when an outage ends."""
@@ -86,16 +148,22 @@ class DatabaseOutage:
         *,
         last_ok: float | None,
         using: str | None = None,
+        address: StoreAddress | None = None,
     ) -> bool:
         """A role could not reach the database ``using`` (or it refused to serve).
 
         Answers True for an echo: the role's connection died in the outage
         that just ended and this is its first use since. It reconnects at
-        once; a failure after that is a new outage.
+        once; a failure after that is a new outage. ``address``: where the
+        role looked (said by ``jobs.db.unreachable`` while never reached).
         """
         now = time.monotonic()
+        if not self.reached:
+            self._unreached(role, error, address, now)
         with self._lock:
-            if self._down_since is not None:
+            if self._down_since is not None or not self.reached:
+                if self._down_since is None:
+                    self._go_down(role, using, now)
                 logger.debug("jobs.db.lost", extra={"role": role, "error": str(error)})
                 return False
             if (
@@ -108,12 +176,7 @@ class DatabaseOutage:
                     extra={"role": role, "error": str(error)},
                 )
                 return True
-            self._down_since = now
-            self._first_role = role
-            self._first_using = using
-            self._up.clear()
-            self._tries = 0
-            self._next_try = now + self.first_retry_s
+            self._go_down(role, using, now)
             self.outages += 1
         logger.warning(
             "jobs.db.lost",
@@ -125,6 +188,50 @@ class DatabaseOutage:
             },
         )
         return False
+
+    def _go_down(self, role: str, using: str | None, now: float) -> None:
+        # Under the lock: the first failure of an outage starts its schedule.
+        self._down_since = now
+        self._first_role = role
+        self._first_using = using
+        self._up.clear()
+        self._tries = 0
+        self._next_try = now + self.first_retry_s
+
+    def _unreached(
+        self,
+        role: str,
+        error: BaseException,
+        address: StoreAddress | None,
+        now: float,
+    ) -> None:
+        # Never reached: say where it was looked for, once a minute at most.
+        # A role that cannot say where (the LISTEN thread) waits for one that can.
+        with self._lock:
+            if self._unreached_since is None:
+                self._unreached_since = now
+            said = self._unreachable_said
+            if address is None or (
+                said is not None and now - said < UNREACHABLE_REPEAT_S
+            ):
+                return
+            self._unreachable_said = now
+            callbacks = tuple(self._on_unreachable)
+        line = address.line(error)
+        logger.warning(
+            "jobs.db.unreachable",
+            extra={
+                "role": role,
+                "store": address.store,
+                "host": address.host,
+                "port": address.port,
+                "database": address.database,
+                "error": _first_line(error),
+                "fix": address.fix,
+            },
+        )
+        for callback in callbacks:
+            callback(line)
 
     def retry_in(self) -> float:
         """Seconds until the next try is due; 0 takes the try (and books the next)."""
@@ -152,6 +259,7 @@ class DatabaseOutage:
         reported itself: LISTEN works on a read-only database, and proves
         nothing about the writes the other roles need.
         """
+        self.reached = True
         with self._lock:
             if self._down_since is None:
                 return

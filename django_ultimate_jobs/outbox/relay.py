@@ -45,6 +45,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -61,7 +62,7 @@ from ..drivers.djangodb import close_thread_connections
 from ..drivers.outage import DatabaseOutage, process_outage
 from ..drivers.postgres.sessions import RoleConnection
 from ..drivers.sessions import Session
-from ..errors import JobsError
+from ..errors import DriverUnavailable, JobsError
 from ..faults import AFTER_OUTBOX_PUBLISH, fault_point
 from ..worker.backoff import IdleBackoff
 from .store import Claimed, OutboxStore, outbox_database
@@ -149,6 +150,8 @@ class OutboxRelay:
         self.published = 0
         """Messages this relay published (for tests and the bench)."""
         self.passes = 0
+        self._blocked = False
+        """The last pass stopped at a message it could not publish."""
         self._failing: str | None = None
         """What the last failed pass failed with (logged once until a pass
         gets through)."""
@@ -272,6 +275,7 @@ class OutboxRelay:
                 extra={"relay": self.worker_id, "error": self._failing},
             )
             self._failing = None
+        self._blocked = outcome.failed
         if outcome.failed:
             # A poisoned message or a refused publish: retried on the
             # worker's idle cadence, not the sweep's (an operator fixing it
@@ -298,6 +302,64 @@ class OutboxRelay:
             logger.error("jobs.outbox.tick-failed", extra=extra)
         else:
             logger.exception("jobs.outbox.tick-failed", extra=extra)
+
+    def outstanding(self) -> bool:
+        """Whether messages wait that this relay may still publish (a burst
+        worker waits for them: published, they are jobs of its queues).
+
+        False once a pass failed (a poisoned message, or a cause that is
+        not an outage): those wait for an operator, not for the relay. One
+        count on the outbox database, in the calling thread.
+        """
+        if self._blocked or self._failing is not None:
+            return False
+        return self.store.pending() > 0
+
+    def publish_now(self, *, connect_wait_s: float) -> bool:
+        """Publish what is pending, in this thread; True if a message failed.
+
+        ``runjobs --relay-only --burst``: passes until one finds less than a
+        batch. While the databases do not answer, the passes are retried on
+        the outage schedule for ``connect_wait_s`` at most.
+
+        Raises:
+            DriverUnavailable: no pass got through within ``connect_wait_s``.
+            JobsError: a pass failed with a coded error (the outbox table
+                not migrated, say).
+        """
+        give_up_at = time.monotonic() + connect_wait_s
+        try:
+            while True:
+                try:
+                    outcome = self.run_pass()
+                except JobsError:
+                    raise
+                except Exception as error:
+                    if not any([role.failed(error) for role in self.roles]):
+                        raise
+                    self._wait_for_try(give_up_at, connect_wait_s)
+                    continue
+                for role in self.roles:
+                    role.ok()
+                if outcome.failed or outcome.claimed < self.batch:
+                    return outcome.failed
+        finally:
+            try:
+                self.store.release_claimant(self.token)
+            except Exception:
+                logger.debug("jobs.outbox.release-failed", exc_info=True)
+
+    def _wait_for_try(self, give_up_at: float, connect_wait_s: float) -> None:
+        while (pause := self.outage.retry_in()) > 0:
+            left = give_up_at - time.monotonic()
+            if left <= 0:
+                raise DriverUnavailable(
+                    f"the database did not answer within {connect_wait_s:g} s",
+                    fix="check DATABASES and that the server is up (the line above "
+                    "says where it was looked for), or raise "
+                    "ULTIMATE_JOBS['BURST_CONNECT_WAIT']",
+                )
+            time.sleep(min(pause, left))
 
     # -- one pass --------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..drivers.base import (
@@ -30,8 +30,10 @@ from ..drivers.base import (
     NackRequest,
 )
 from ..drivers.sessions import Session
+from ..errors import JobsTablesMissing
 from ..faults import AFTER_CLAIM_COMMIT, fault_point
 from ..registry import registered_jobs
+from ..wake import split_hint
 from .config import WorkerConfig
 from .executor import Attempt
 from .held import SHORT_JOB_MS, HeldAttempts
@@ -41,7 +43,7 @@ from .settle import announce_buried
 from .slots import SlotPool
 from .wakeflag import ClaimWake
 
-__all__ = ["CAPPED_AHEAD", "STRANDED_SWEEP_S", "ClaimLoop"]
+__all__ = ["CAPPED_AHEAD", "DUE_MARGIN_S", "STRANDED_SWEEP_S", "ClaimLoop"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -49,6 +51,8 @@ STRANDED_SWEEP_S = 60.0
 """How often, under a backlog, a worker whose registry declares no
 ``concurrency=`` still claims rows queued with a concurrency key (it always
 does when its claim comes back empty)."""
+DUE_MARGIN_S = 0.001
+"""Past a row's due instant, the claim that takes it: its run_at <= now."""
 CAPPED_AHEAD = 4
 """Capped rows held per thread beyond the running ones while jobs are short.
 
@@ -90,6 +94,8 @@ class ClaimLoop:
         self._registry_due = True
         self._stranded_at = 0.0
         self._stranded_logged = False
+        self._claim_began = 0.0
+        """When the last claim began: rows due by then were claimable."""
         handles = registered_jobs()
         self._drop_names = frozenset(h.name for h in handles if not h.retry.dead_letter)
         # Rows of a job declaring concurrency= carry a lease key and are
@@ -112,14 +118,57 @@ class ClaimLoop:
 
     # -- the loop ------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Claim and dispatch until the worker stops running (or, burst, is idle)."""
-        # The session was opened with claim_thread=True: binding it tunes
-        # this thread for the claim (generic plans on PostgreSQL), as this
-        # thread claims, and does nothing else.
+    def reach(self) -> bool:
+        """Before anything else runs: wait until storage answers; False: stop.
+
+        One cheap read (the paused queues) proves the store answers and its
+        tables exist. Until it lands the session says where it looked
+        (``jobs.db.unreachable``, at most once a minute) and tries again on
+        the outage schedule; with ``burst``, for ``connect_wait_ms`` at most
+        (exit reason ``unreachable``). Tables that do not exist stop the
+        worker at once (:meth:`~.lifecycle.Lifecycle.refuse`). Binds the
+        claim session: the session was opened with claim_thread=True, so
+        binding it tunes this thread for the claim (generic plans on
+        PostgreSQL), as this thread claims, and does nothing else.
+        """
+        config, life, db = self._config, self._life, self._db
+        db.bind()
+        give_up_at = time.monotonic() + config.connect_wait_ms / 1000
+        while life.state == "running":
+            wait = db.retry_in()
+            if wait <= 0:
+                try:
+                    self.driver.paused_queues()
+                except JobsTablesMissing as error:
+                    life.refuse(error)
+                    return False
+                except Exception as error:
+                    if not db.failed(error):
+                        return True  # not storage away: the claim logs what it is
+                    wait = db.retry_in()
+                else:
+                    db.ok()
+                    return True
+            if config.burst:
+                left = give_up_at - time.monotonic()
+                if left <= 0:
+                    life.request_stop(reason="unreachable")
+                    return False
+                wait = min(wait, left)
+            self._pause(wait)
+        return False
+
+    def run(self, outstanding: Callable[[], bool] | None = None) -> None:
+        """Claim and dispatch until the worker stops running (or, burst, is idle).
+
+        ``outstanding``: with ``burst``, whether work for these queues waits
+        elsewhere (the outbox this process's relay serves): the burst ends
+        only after a claim that began once it said no.
+        """
         config, held, life, db = self._config, self._held, self._life, self._db
         flag = self._wake.flag
-        db.bind()
+        # Burst: the outbox was seen empty before the last claim began.
+        outbox_empty = outstanding is None
         while life.state == "running":
             free, count, idle, retake = held.claim_room()
             if free <= 0 or (count > 0 and free < held.worth_claiming()):
@@ -132,6 +181,7 @@ class ClaimLoop:
                 self._pause(retry_in)
                 continue
             limit = min(free, config.claim_batch)
+            self._claim_began = time.monotonic()
             db.refresh()
             try:
                 capped = self._capped_room()
@@ -155,6 +205,9 @@ class ClaimLoop:
                     capped=capped,
                     uncapped=uncapped,
                 )
+            except JobsTablesMissing as error:
+                life.refuse(error)  # said once, by runjobs: no retry mends it
+                break
             except Exception as error:
                 if not db.failed(error):
                     logger.exception(
@@ -165,6 +218,7 @@ class ClaimLoop:
             if buried:
                 announce_buried(buried)
             if claimed or buried:
+                outbox_empty = outstanding is None
                 self._wake.backoff.reset()
                 if (
                     not claimed
@@ -188,13 +242,40 @@ class ClaimLoop:
             wait = self._idle_wait()
             self._slots.dispatch(claimed)
             if config.burst and held.count() == 0:
-                life.request_stop(reason="burst")
-                break
+                if outbox_empty:
+                    life.request_stop(reason="burst")
+                    break
+                # The relay may publish jobs of these queues just after this
+                # claim: end only after a claim that began once the outbox
+                # was seen empty (a burst left published jobs ready).
+                outbox_empty = self._outbox_empty(outstanding)
+                wait = 0.0 if outbox_empty else config.poll_ms / 1000
             flag.wait(wait)
             flag.clear()
 
+    def _outbox_empty(self, outstanding: Callable[[], bool] | None) -> bool:
+        if outstanding is None:
+            return True
+        try:
+            return not outstanding()
+        except Exception as error:
+            # The outbox cannot be read: it holds no burst up (the relay
+            # logs its own failures).
+            self._db.failed(error)
+            logger.debug("jobs.outbox.tick-failed", exc_info=True)
+            return True
+
     def on_wake(self, queue_name: str) -> None:
-        """A NOTIFY (or an in-process enqueue) for ``queue_name``: claim at once."""
+        """A NOTIFY (or an in-process enqueue) for ``queue_name``: claim at once.
+
+        A timed one (a row due later, :func:`~..wake.split_hint`) sets when
+        the idle wait ends instead.
+        """
+        if "\t" in queue_name:
+            queue_name, at = split_hint(queue_name)
+            if at is not None and queue_name in self._config.queues:
+                self._wake.due(at)
+                return
         if not queue_name or queue_name in self._config.queues:
             wake = self._wake
             wake.uncapped_after = 0.0
@@ -210,6 +291,12 @@ class ClaimLoop:
         # rate_per_tenant is claimed again at its window's end, not on the
         # idle poll (which made the effective rate limit/(window + poll)).
         wait = self._wake.backoff.next_wait()
+        # A row known to fall due (a timed wake, a retry this worker wrote)
+        # ends the wait then, not on a later poll (due jobs started up to
+        # WOKEN_IDLE_POLL_MAX late).
+        due = self._wake.next_due(self._claim_began)
+        if due is not None:
+            wait = min(wait, due - time.monotonic() + DUE_MARGIN_S)
         if self._limiter is not None:
             window = self._limiter.next_window_in()
             if window is not None:

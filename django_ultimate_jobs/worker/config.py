@@ -28,6 +28,9 @@ class WorkerConfig:
     woken_idle_max_ms: int = 5_000
     claim_batch: int = 64
     shutdown_deadline_ms: int = 25_000
+    connect_wait_ms: int = 30_000
+    """With ``burst``: how long the worker waits for storage it has never
+    reached before it gives up (``BURST_CONNECT_WAIT``)."""
     stuck_slots_max: int = 4
     unknown_park_ms: int = 30_000
     max_jobs: int | None = None
@@ -58,6 +61,7 @@ class WorkerConfig:
             "woken_idle_max_ms",
             "claim_batch",
             "shutdown_deadline_ms",
+            "connect_wait_ms",
             "stuck_slots_max",
             "unknown_park_ms",
         ):
@@ -96,6 +100,7 @@ class WorkerConfig:
             woken_idle_max_ms=settings.woken_idle_poll_max_ms,
             claim_batch=settings.claim_batch,
             shutdown_deadline_ms=settings.shutdown_deadline_ms,
+            connect_wait_ms=settings.burst_connect_wait_ms,
             stuck_slots_max=settings.stuck_slots_max,
             unknown_park_ms=settings.unknown_job_park_ms,
             wake=settings.wake,

@@ -16,7 +16,7 @@ import threading
 import time
 
 from ..context import CancellationToken
-from ..errors import Draining
+from ..errors import Draining, JobsError
 from .wakeflag import ClaimWake
 
 __all__ = ["DRAIN_CANCEL_MARGIN_S", "Lifecycle"]
@@ -37,6 +37,8 @@ class Lifecycle:
         self.exit_reason: str | None = None
         self.drain_token = CancellationToken()
         """Cancelled at the drain's cut-off (what a body may watch)."""
+        self.refused: JobsError | None = None
+        """What stopped the worker before it could serve (its tables missing)."""
         self.deadline_at: float | None = None
         self.cutoff_at: float | None = None
         self.handback_at: float | None = None
@@ -45,8 +47,9 @@ class Lifecycle:
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        """The threaded loop runs from now on."""
-        self.state = "running"
+        """The threaded loop runs from now on (unless a stop came first)."""
+        if self.state == "idle":
+            self.state = "running"
 
     def request_stop(
         self, deadline_s: float | None = None, reason: str = "signal"
@@ -68,6 +71,11 @@ class Lifecycle:
             extra={"worker_id": self.worker_id, "deadline_s": budget},
         )
         self._wake.flag.set()
+
+    def refuse(self, error: JobsError) -> None:
+        """Stop: the worker cannot serve at all (``error`` says why and what to do)."""
+        self.refused = error
+        self.request_stop(reason="refused")
 
     def cut_off(self, now: float) -> Draining | None:
         """At the cut-off, once: cancel the drain token; answer its reason."""

@@ -125,6 +125,7 @@ class Worker:
             worker_id=self.id,
             handover=self.claims.handover,
             on_heirs=self.claims.take_heirs,
+            on_due=wake.due,
         )
         self.keeper = Keeper(
             config,
@@ -138,6 +139,7 @@ class Worker:
             session=self.role("keep"),
             worker_id=self.id,
         )
+        self._reached = False
         self.scheduler: SchedulerThread | None = None
         # With no task declared there is nothing to lead: no lease traffic.
         if config.scheduler and registered_tasks():
@@ -222,27 +224,59 @@ class Worker:
 
     # -- the threaded loop -----------------------------------------------------
 
-    def run(self, *, install_signals: Callable[[Worker], None] | None = None) -> int:
-        """Run until stopped (or idle with ``burst``); return an exit code."""
-        self.lifecycle.start()
+    def run(
+        self,
+        *,
+        install_signals: Callable[[Worker], None] | None = None,
+        outstanding: Callable[[], bool] | None = None,
+    ) -> int:
+        """Run until stopped (or idle with ``burst``); return an exit code.
+
+        ``outstanding``: with ``burst``, whether work for its queues waits
+        elsewhere (the outbox of ``runjobs``' relay); the burst waits for it.
+
+        1 when the worker could not serve: its store never answered (a
+        burst gives up, ``exit_reason`` ``unreachable``) or its tables are
+        missing (``lifecycle.refused`` says so).
+        """
+        if install_signals is not None:
+            install_signals(self)
+        if not self.reach():
+            self.lifecycle.stopped()
+            return self.exit_status
         self.slots.start()
         self.settler.start()
         self.keeper.start()
         if self.scheduler is not None:
             self.scheduler.start()
         unsubscribe = wake_hub.subscribe(self.claims.on_wake)
-        if install_signals is not None:
-            install_signals(self)
         logger.info(
             "jobs.worker.started",
             extra={"worker_id": self.id, "queues": list(self.config.queues)},
         )
         try:
-            self.claims.run()
+            self.claims.run(outstanding)
         finally:
             unsubscribe()
             self._finish()
-        return 0
+        return self.exit_status
+
+    def reach(self) -> bool:
+        """Wait until storage answers (:meth:`.ClaimLoop.reach`); False: stop.
+
+        Nothing starts until it does: a worker pointed at the wrong place, or
+        not migrated, says so once and stops. :meth:`run` calls it; a caller
+        may call it first, before it starts what else talks to storage.
+        """
+        self.lifecycle.start()
+        if not self._reached:
+            self._reached = self.claims.reach()
+        return self._reached
+
+    @property
+    def exit_status(self) -> int:
+        """1 when the worker could not serve (``unreachable``, ``refused``), else 0."""
+        return 1 if self.exit_reason in ("unreachable", "refused") else 0
 
     def _finish(self) -> None:
         """Wait for held work under the drain budget, then stop every thread."""

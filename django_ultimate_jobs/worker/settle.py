@@ -26,12 +26,13 @@ from typing import Any
 
 from django.db import connections
 
-from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord
+from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord, NackRequest
 from ..drivers.sessions import Session
 from ..errors import JobOnSettledFailed
 from ..faults import BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job
 from ..signals import job_finished
+from ..wake import instant_of
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
@@ -109,6 +110,7 @@ class SettleLoop:
         worker_id: str,
         handover: Callable[[Sequence[ClaimedJob]], Handover | None] | None = None,
         on_heirs: Callable[[list[ClaimedJob]], None] | None = None,
+        on_due: Callable[[float], None] | None = None,
     ) -> None:
         self.driver = driver
         self._held = held
@@ -121,6 +123,9 @@ class SettleLoop:
         # now (None: none), `on_heirs` receives the rows claimed that way.
         self._handover = handover
         self._on_heirs = on_heirs
+        # A retry (or a park) written with a time: the claim loop's idle
+        # wait ends then (a retry of delay="1s" started 3-4 s late).
+        self._on_due = on_due
         self._on_done = held.settled
         self._retries = 0
         """Retries in a row of a settle that lost a deadlock (_write_batch)."""
@@ -317,6 +322,8 @@ class SettleLoop:
                 execution.landed = self.driver.nack(execution.nack)
                 if execution.landed and execution.wake_step is not None:
                     self._recheck_wait(execution)
+                if execution.landed and self._on_due is not None:
+                    _hint_due(self._on_due, execution.nack)
 
     def _recheck_wait(self, execution: Execution) -> None:
         # An event committed between the run's last search and its park was
@@ -434,3 +441,13 @@ def call_on_settled(
         },
         exc_info=last,
     )
+
+
+def _hint_due(on_due: Callable[[float], None], nack: NackRequest) -> None:
+    """Tell the claim loop when a row this worker handed back falls due."""
+    if nack.dead_letter or nack.fail:
+        return
+    if nack.run_at is not None:
+        on_due(instant_of(nack.run_at.timestamp()))
+    elif nack.delay_ms > 0:
+        on_due(time.monotonic() + nack.delay_ms / 1000)

@@ -19,11 +19,18 @@ leave a token behind, which costs one early return of the next ``wait()``
 
 from __future__ import annotations
 
+import heapq
 import queue
+import threading
+import time
 
 from .backoff import IdleBackoff
 
-__all__ = ["ClaimWake", "WakeFlag"]
+__all__ = ["DUE_KEPT", "ClaimWake", "WakeFlag"]
+
+DUE_KEPT = 10_000
+"""Due instants one worker remembers (timed wakes, its own retries); past
+that, later ones are found by the idle poll, as before there were any."""
 
 
 class WakeFlag:
@@ -74,10 +81,44 @@ class ClaimWake:
     before which a capped worker skips the uncapped claim.
     """
 
-    __slots__ = ("backoff", "flag", "uncapped_after")
+    __slots__ = ("_due", "_due_lock", "backoff", "flag", "uncapped_after")
 
     def __init__(self, backoff: IdleBackoff) -> None:
         self.flag = WakeFlag()
         self.backoff = backoff
         self.uncapped_after = 0.0
         """Monotonic time before which a capped worker skips the uncapped claim."""
+        self._due: list[float] = []
+        """A heap of instants (``time.monotonic()``) at which rows fall due."""
+        self._due_lock = threading.Lock()
+
+    def due(self, at: float) -> None:
+        """A row of these queues falls due at ``at``: the idle wait ends then.
+
+        An instant earlier than every one known wakes the claim loop now,
+        which claims and then waits until it; so does one already past (its
+        row may have committed after the last claim began).
+        """
+        past = at <= time.monotonic()
+        with self._due_lock:
+            due = self._due
+            earlier = not due or at < due[0]
+            if len(due) < DUE_KEPT:
+                heapq.heappush(due, at)
+            elif earlier:
+                due[0] = at  # the earliest matters most; a later one is lost
+        if earlier or past:
+            self.flag.set()
+
+    def next_due(self, covered: float) -> float | None:
+        """The earliest instant after ``covered`` (forgetting the ones before).
+
+        ``covered``: when the last claim began; rows due by then were claimable.
+        """
+        if not self._due:
+            return None
+        with self._due_lock:
+            due = self._due
+            while due and due[0] <= covered:
+                heapq.heappop(due)
+            return due[0] if due else None

@@ -11,12 +11,10 @@ Latency is measured on the database clock, from the enqueue (the row's
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
-from django.db import connection
 
 from tests.jobsapp.jobs import effect
+from tests.support.claims import ClaimPasses
 from tests.support.rows import effects_of, job_row
 from tests.support.waiting import wait_until
 
@@ -24,40 +22,6 @@ pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
 DEFAULT_POLLS = {"UJ_POLL": "", "UJ_IDLE_POLL_MAX": ""}
 IDLE_CEILING_S = 2.0  # IDLE_POLL_MAX's default
-# The start of the job_claim statement (drivers/postgres/sql/queries.sql): only its
-# first 1,024 bytes are in pg_stat_activity (track_activity_query_size).
-CLAIM_MARK = "WITH clock AS MATERIALIZED%"
-
-
-class ClaimPasses:
-    """The start times of a worker's claim statements, seen from outside."""
-
-    def __init__(self) -> None:
-        self.starts: list[datetime] = []
-
-    def poll(self) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT query_start FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND query LIKE %s ORDER BY query_start DESC LIMIT 1",
-                [CLAIM_MARK],
-            )
-            row = cursor.fetchone()
-        if row and row[0] and (not self.starts or row[0] > self.starts[-1]):
-            self.starts.append(row[0])
-
-    def idle_gap_reached(self, seconds: float):
-        """A predicate: the last two claim passes were ``seconds`` apart."""
-
-        def reached() -> bool:
-            self.poll()
-            if len(self.starts) < 2:
-                return False
-            return (self.starts[-1] - self.starts[-2]).total_seconds() >= seconds
-
-        reached.__name__ = f"idle_poll_gap_at_least_{seconds}s"
-        return reached
 
 
 def _pickup_latency(fleet, worker, gap_s: float, timeout: float) -> float:

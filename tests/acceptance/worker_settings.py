@@ -9,6 +9,7 @@ on short leases:
 - ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
   ``200ms``); an empty value keeps the package default (the wake test);
 - ``UJ_CLAIM_BATCH`` (default: the package's);
+- ``UJ_BURST_CONNECT_WAIT`` (default: the package's);
 - ``UJ_METRICS_INTERVAL`` (default: the package's);
 - ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
 - ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
@@ -37,6 +38,7 @@ def _timings() -> dict[str, object]:
         "HEARTBEAT_INTERVAL": os.environ.get("UJ_HEARTBEAT", ""),
         "POLL_INTERVAL": os.environ.get("UJ_POLL", "50ms"),
         "IDLE_POLL_MAX": os.environ.get("UJ_IDLE_POLL_MAX", "200ms"),
+        "BURST_CONNECT_WAIT": os.environ.get("UJ_BURST_CONNECT_WAIT", ""),
         "METRICS_INTERVAL": os.environ.get("UJ_METRICS_INTERVAL", ""),
     }
     values.update({key: value for key, value in optional.items() if value})

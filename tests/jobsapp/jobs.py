@@ -141,6 +141,17 @@ def fail_once(ctx, **input):
     return {"attempt": ctx.attempt}
 
 
+@job(
+    name="tests.retry_in_a_second",
+    retry=Retry(attempts=2, delay="1s", jitter="none"),
+)
+def retry_in_a_second(ctx, **input):
+    """Fail the first attempt: the retry falls due one second after it."""
+    _record(ctx, "run")
+    if ctx.attempt == 1:
+        raise RuntimeError("tests.retry_in_a_second fails its first attempt")
+
+
 class AppBroken(Exception):
     """An app's own coded error: any exception with an ``X_...`` code counts."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -17,6 +18,7 @@ from django_ultimate_jobs.drivers.redis import RedisDriver
 from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 from django_ultimate_jobs.models import OutboxMessage
 from django_ultimate_jobs.testing import publish_outbox, run_jobs
+from django_ultimate_jobs.wake import split_hint
 from tests.jobsapp.jobs import atomic_steps, noop
 from tests.support.waiting import wait_until
 
@@ -163,7 +165,14 @@ def test_the_wake_listener_is_proven_and_hears_due_rows(redis_driver):
             EnqueueRequest(name="redis.wake", input={}, queue="later", delay_ms=60_000)
         )
         wait_until(lambda: "wq" in heard, 10)
-        assert "later" not in heard
+        assert "later" not in heard  # no plain wake for a row due later...
+        # ... but a timed one: the queue, a tab, when it falls due (Unix ms).
+        wait_until(lambda: any(h.startswith("later\t") for h in heard), 10)
+        timed = [h for h in heard if h.startswith("later\t")]
+        assert len(timed) == 1, heard
+        queue, at = split_hint(timed[0])
+        assert queue == "later" and at is not None
+        assert 59 < at - time.monotonic() < 61
     finally:
         listener.stop()
 

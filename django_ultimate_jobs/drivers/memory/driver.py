@@ -30,7 +30,7 @@ from ...errors import (
     JobNotRemovable,
     JobNotRequeueable,
 )
-from ...ids import uuid7
+from ...ids import monotonic_uuid7
 from ...states import FINISHED_STATES, PROMOTABLE_STATES, JobState
 from ...wake import wake_hub
 from ..base import (
@@ -154,7 +154,7 @@ class MemoryDriver(BaseDriver):
             # An outbox re-publish: the row with that id, whatever its state.
             existing = self._jobs.rows[request.id]
             return Enqueued(existing.id, existing.run_id, True), None
-        job_id = request.id or uuid7()
+        job_id = request.id or monotonic_uuid7()
         if request.run_at is not None:
             run_at = request.run_at.astimezone(UTC)
         else:

@@ -34,7 +34,7 @@ from ...errors import (
     JobNotRemovable,
     JobNotRequeueable,
 )
-from ...ids import uuid7
+from ...ids import monotonic_uuid7
 from ...states import FINISHED_STATES, parse_state
 from ...validation import storable
 from ..base import (
@@ -275,7 +275,7 @@ class PostgresDriver(BaseDriver):
 
     def enqueue(self, request: EnqueueRequest) -> Enqueued:
         """Insert one job, or answer the live holder of its key."""
-        job_id = request.id or uuid7()
+        job_id = request.id or monotonic_uuid7()
         run_id = request.run_id or job_id
         params = {
             "id": job_id,
@@ -319,7 +319,7 @@ class PostgresDriver(BaseDriver):
         """Insert many jobs in one statement; dedupes resolved in a second."""
         if not requests:
             return []
-        ids = [r.id or uuid7() for r in requests]
+        ids = [r.id or monotonic_uuid7() for r in requests]
         rows = [
             many_row(index, job_id, r)
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))

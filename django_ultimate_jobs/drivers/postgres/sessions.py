@@ -43,7 +43,7 @@ from ..djangodb import (
     reset_broken_connections,
     sqlstate,
 )
-from ..outage import DatabaseOutage, process_outage
+from ..outage import DatabaseOutage, StoreAddress, process_outage
 from ..sessions import DjangoConnectivity, Session
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "PostgresConnectivity",
     "RoleConnection",
     "application_name",
+    "database_address",
     "is_connection_lost",
     "is_unavailable",
     "recover",
@@ -83,6 +84,24 @@ def application_name(role: str, worker_id: str) -> str:
     """``uj:<role>:<pid>:<suffix>`` for a worker id ``host:pid:suffix``."""
     tail = ":".join(worker_id.split(":")[-2:]) or str(os.getpid())
     return f"uj:{role}:{tail}"[:MAX_APPLICATION_NAME]
+
+
+def database_address(using: str) -> StoreAddress:
+    """Where the Django alias ``using`` points (host, port, database), and the fix."""
+    settings = connections[using].settings_dict
+    host = str(settings.get("HOST") or "localhost")
+    port = str(settings.get("PORT") or 5432)
+    name = str(settings.get("NAME") or "")
+    entry = f'DATABASES["{using}"]'
+    return StoreAddress(
+        store=f'the PostgreSQL database "{name}" ({entry})',
+        host=host,
+        port=port,
+        database=name,
+        fix=f"check HOST, PORT and NAME of {entry} (ULTIMATE_JOBS['DATABASE'] "
+        f"names the alias), and that a PostgreSQL server is up and accepts "
+        f"connections at {host}:{port}",
+    )
 
 
 def is_connection_lost(error: BaseException, raw: Any) -> bool:
@@ -168,8 +187,14 @@ class RoleConnection:
             logger.debug("jobs.db.close-failed", exc_info=True)
         if unavailable:
             self.failing = True
-            if self.outage.lost(
-                self.role, error, last_ok=self._last_ok, using=self.using
+            outage = self.outage
+            address = None if outage.reached else database_address(self.using)
+            if outage.lost(
+                self.role,
+                error,
+                last_ok=self._last_ok,
+                using=self.using,
+                address=address,
             ):
                 # An echo gets one immediate retry, not a second one: if the
                 # new connection fails too, that is an outage of its own.
@@ -211,6 +236,8 @@ class RoleConnection:
             self.outage.recovered(self.role, using=self.using)
         elif self.outage.down:
             self.outage.recovered(self.role, using=self.using, own=False)
+        elif not self.outage.reached:
+            self.outage.reach()
 
 
 def recover(role: Session | None, error: BaseException) -> bool:

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from ..outage import DatabaseOutage, process_outage
+from ..outage import DatabaseOutage, StoreAddress, process_outage
 from ..sessions import DjangoConnectivity
 from .client import redis_module, session_client
 from .errors import RedisNotReplicated
@@ -32,6 +33,7 @@ __all__ = [
     "RedisSession",
     "drop_if_closed",
     "is_unavailable",
+    "redis_address",
     "role_name",
 ]
 
@@ -97,6 +99,21 @@ def is_unavailable(error: BaseException) -> bool:
     }
 
 
+def redis_address(url: str) -> StoreAddress:
+    """Where ``REDIS_URL`` points (host, port; the password left out), and the fix."""
+    parts = urlsplit(url)
+    host = parts.hostname or parts.path or "localhost"
+    port = str(parts.port or (6379 if parts.hostname else ""))
+    return StoreAddress(
+        store="the Redis server (ULTIMATE_JOBS['REDIS_URL'])",
+        host=host,
+        port=port,
+        database=parts.path.lstrip("/") if parts.hostname else "",
+        fix="check ULTIMATE_JOBS['REDIS_URL'], and that a Redis server is up "
+        f"and accepts connections at {host}:{port}",
+    )
+
+
 class RedisSession:
     """One thread's connection to Redis, for one role (not thread-safe)."""
 
@@ -148,7 +165,10 @@ class RedisSession:
             except Exception:  # a dead socket may refuse to close: drop it
                 logger.debug("jobs.db.close-failed", exc_info=True)
         self.failing = True
-        if self.outage.lost(self.role, error, last_ok=self._last_ok, using="redis"):
+        address = None if self.outage.reached else redis_address(self.store.url)
+        if self.outage.lost(
+            self.role, error, last_ok=self._last_ok, using="redis", address=address
+        ):
             self._last_ok = time.monotonic()
         return True
 
@@ -164,6 +184,8 @@ class RedisSession:
             self.outage.recovered(self.role, using="redis")
         elif self.outage.down:
             self.outage.recovered(self.role, using="redis", own=False)
+        elif not self.outage.reached:
+            self.outage.reach()
 
     def stand_down(self) -> None:
         """This role has nothing for Redis now: it stops waiting its turn."""

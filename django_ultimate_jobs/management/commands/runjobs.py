@@ -19,6 +19,7 @@ from django.utils.autoreload import get_child_arguments
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
 from ...drivers import get_driver
+from ...drivers.outage import process_outage
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
 from ...outbox.relay import OutboxRelay, install_local_relay
@@ -154,6 +155,16 @@ class Command(BaseCommand):
                 "runjobs: the jobs database looks pooled in transaction mode; "
                 "LISTEN wake-ups will not arrive and polling picks jobs up"
             )
+        # A worker that never reached its store says so here, in one line
+        # (repeated at most once a minute), whatever the logging setup.
+        worker.outage.on_unreachable(self._say)
+        _install_signals(worker)
+        # The store answers (and holds the tables) before the listener and
+        # the relay start: a worker that cannot serve says so once and ends.
+        if not worker.reach():
+            if worker.exit_status:
+                raise CommandError(_why_stopped(worker, config.connect_wait_ms))
+            return
         listener = None
         if config.wake:
             # None unless the driver declares features.wake_listener.
@@ -175,17 +186,25 @@ class Command(BaseCommand):
         if server is not None:
             self.stdout.write(f"runjobs {worker.id}: metrics on {server.url}")
         try:
-            with _relay(options, worker):
-                worker.run(install_signals=_install_signals)
+            with _relay(options, worker) as relay:
+                status = worker.run(
+                    install_signals=_install_signals,
+                    outstanding=None if relay is None else relay.outstanding,
+                )
         finally:
             if listener is not None:
                 listener.stop()
             if server is not None:
                 server.stop()
+        if status:
+            raise CommandError(_why_stopped(worker, config.connect_wait_ms))
         if worker.exit_reason in ("max-jobs", "stuck-slots") and os.environ.get(
             "ULTIMATE_JOBS_CHILD"
         ):
             sys.exit(EXIT_RECYCLE)
+
+    def _say(self, line: str) -> None:
+        self.stderr.write(f"runjobs: {line}")
 
     def _relay_only(self, *, burst: bool) -> None:
         """``--relay-only``: the relay role until SIGTERM/SIGINT.
@@ -193,18 +212,18 @@ class Command(BaseCommand):
         With ``--burst``: publish what is pending now, in this thread, and
         exit (1 when a message could not be published).
         """
+        # The relay's sessions report to the process's outage tracker.
+        process_outage().on_unreachable(self._say)
         if burst:
             inline = OutboxRelay(poll=True)
             self.stdout.write(f"runjobs {inline.worker_id}: relay only, burst")
+            wait_ms = jobs_settings().burst_connect_wait_ms
             try:
-                while True:
-                    outcome = inline.run_pass()
-                    if outcome.failed or outcome.claimed < inline.batch:
-                        break
-            finally:
-                inline.store.release_claimant(inline.token)
+                failed = inline.publish_now(connect_wait_s=wait_ms / 1000)
+            except JobsError as error:
+                raise CommandError(error.render()) from error
             self.stdout.write(f"published {inline.published} outbox messages")
-            if outcome.failed:
+            if failed:
                 sys.exit(1)
             return
         stop = threading.Event()
@@ -419,6 +438,18 @@ def _relay(
     finally:
         relay.stop()
         install_local_relay(previous)
+
+
+def _why_stopped(worker: Worker, connect_wait_ms: int) -> str:
+    """The one line a worker that could not serve ends with."""
+    refused = worker.lifecycle.refused
+    if refused is not None:
+        return refused.render()
+    return (
+        f"the jobs database did not answer within {connect_wait_ms / 1000:g} s "
+        "(ULTIMATE_JOBS['BURST_CONNECT_WAIT']); the line above says where it was "
+        "looked for"
+    )
 
 
 def _set_live(worker: Worker, live: bool) -> None:

@@ -774,14 +774,30 @@ ON CONFLICT (name, (coalesce(tenant_id, '')), idempotency_key)
 -- the row anyway matters under load. NOTIFY is delivered at commit, dropped
 -- on rollback. The check and the notification are one CASE on the returned
 -- row (a CTE and a count around them cost a tenth of the statement).
+--
+-- A row due later (within the hour) sends a timed wake instead: the payload
+-- is the queue, a tab and the end of the row's 20 ms bin in Unix ms, so an
+-- idle worker sleeps until then and claims it on time rather than on its
+-- next poll (up to WOKEN_IDLE_POLL_MAX late). Only the first delayed row of
+-- a queue's bin sends one: the others of the bin are due by the same instant.
 SELECT i.id, i.run_id, i.created_at,
-       CASE WHEN i.run_at <= i.created_at + interval '1 second'
+       CASE WHEN i.run_at <= i.created_at
              AND coalesce((
                  SELECT o.created_at FROM ultimate_jobs_job o
                   WHERE o.queue = i.queue AND o.state = 'ready' AND o.created_at <= i.created_at
                   ORDER BY o.created_at DESC
                   LIMIT 1), '-infinity') < date_bin('250 milliseconds', i.created_at, 'epoch')
             THEN pg_notify('ultimate_jobs_wake', i.queue) IS NOT NULL
+            WHEN i.run_at > i.created_at AND i.run_at <= i.created_at + interval '1 hour'
+             AND NOT EXISTS (
+                 SELECT 1 FROM ultimate_jobs_job o
+                  WHERE o.queue = i.queue AND o.state = 'delayed'
+                    AND o.run_at >= date_bin('20 milliseconds', i.run_at, 'epoch')
+                    AND o.run_at < date_bin('20 milliseconds', i.run_at, 'epoch')
+                                   + interval '20 milliseconds')
+            THEN pg_notify('ultimate_jobs_wake', i.queue || E'\t' || (20 + 1000 *
+                 extract(epoch FROM date_bin('20 milliseconds', i.run_at, 'epoch')))::bigint)
+                 IS NOT NULL
             ELSE false END AS notified
   FROM inserted i
 
@@ -842,16 +858,25 @@ SELECT p.id, p.name, p.queue, p.input, p.idempotency_key, coalesce(p.run_id, p.i
 
 -- fragment: job_enqueue_many_answer
 -- The inserted ids, and one notification per queue that received a due row,
--- under job_enqueue_answer's slot rule.
+-- under job_enqueue_answer's slot rule; rows due later (within the hour) send
+-- job_enqueue_answer's timed wake, one per queue and 20 ms bin (at most 100).
 , notified AS (
     SELECT pg_notify('ultimate_jobs_wake', q.queue)
       FROM (SELECT DISTINCT i.queue, i.created_at FROM inserted i
-             WHERE i.run_at <= i.created_at + interval '1 second') AS q
+             WHERE i.run_at <= i.created_at) AS q
      WHERE coalesce((
            SELECT o.created_at FROM ultimate_jobs_job o
             WHERE o.queue = q.queue AND o.state = 'ready' AND o.created_at <= q.created_at
             ORDER BY o.created_at DESC
             LIMIT 1), '-infinity') < date_bin('250 milliseconds', q.created_at, 'epoch')
+    UNION ALL
+    SELECT pg_notify('ultimate_jobs_wake', t.queue || E'\t' || t.due_ms)
+      FROM (SELECT DISTINCT i.queue, (20 + 1000 *
+                   extract(epoch FROM date_bin('20 milliseconds', i.run_at, 'epoch')))::bigint
+                   AS due_ms
+              FROM inserted i
+             WHERE i.run_at > i.created_at AND i.run_at <= i.created_at + interval '1 hour'
+             LIMIT 100) AS t
 )
 SELECT id, (SELECT count(*) FROM notified) AS notified FROM inserted
 

@@ -60,6 +60,7 @@ end
 
 -- Second pass: insert.
 local woken = false
+local soonest = nil -- the earliest row due later (within the hour), in us
 local out = {}
 for _, q in ipairs(reqs) do
   if q.insert then
@@ -86,11 +87,20 @@ for _, q in ipairs(reqs) do
     if q.run ~= q.id then
       redis.call('HSET', P .. 'runs', q.run, q.id)
     end
-    if at <= now then woken = true end
+    if at <= now then
+      woken = true
+    elseif at <= now + 3600000000 and (soonest == nil or at < soonest) then
+      soonest = at
+    end
   end
   out[#out + 1] = q.answer
 end
 if woken and channel ~= '' then
   redis.call('PUBLISH', channel, queue)
+end
+-- A timed wake (wake.py): the queue, a tab and when the row falls due in
+-- Unix ms, so an idle worker sleeps until then rather than to its next poll.
+if soonest and channel ~= '' then
+  redis.call('PUBLISH', channel, queue .. '\t' .. string.format('%d', math.ceil(soonest / 1000)))
 end
 return out
