@@ -67,8 +67,9 @@ class StoreAddress:
 
     def line(self, error: BaseException) -> str:
         """One line: the store, where it was looked for, the error and the fix."""
+        where = f"{self.host}:{self.port}" if self.port else self.host
         return (
-            f"cannot reach {self.store} at {self.host}:{self.port} "
+            f"cannot reach {self.store} at {where} "
             f"({_first_line(error)}); fix: {self.fix}"
         )
 

@@ -195,7 +195,9 @@ def test_a_worker_started_while_the_primary_is_away_waits_and_then_works(
         )
         primary.stop(kill=True)
         worker = fleet.start("--concurrency", "2", name="worker")
-        worker.wait_for_output("jobs.db.lost", 30)
+        # Never reached: the start-up line naming where it looked (issue 22).
+        worker.wait_for_output("jobs.db.unreachable", 30)
+        assert "REDIS_SENTINELS" in worker.output()
         primary.start()
         ids = [enqueue_until_acknowledged(f"late-{i}") for i in range(10)]
         wait_all_done(driver, ids, fleet)

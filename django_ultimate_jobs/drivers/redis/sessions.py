@@ -26,6 +26,7 @@ from .client import redis_module, session_client
 from .errors import RedisNotReplicated
 
 if TYPE_CHECKING:
+    from .client import Endpoint
     from .store import RedisStore
 
 __all__ = [
@@ -99,16 +100,29 @@ def is_unavailable(error: BaseException) -> bool:
     }
 
 
-def redis_address(url: str) -> StoreAddress:
-    """Where ``REDIS_URL`` points (host, port; the password left out), and the fix."""
-    parts = urlsplit(url)
+def redis_address(endpoint: Endpoint) -> StoreAddress:
+    """Where the driver looks for Redis (host, port; the password left out), and the fix."""
+    parts = urlsplit(endpoint.url)
+    database = parts.path.lstrip("/") if parts.hostname else ""
+    if endpoint.sentinels:
+        where = ", ".join(f"{host}:{port}" for host, port in endpoint.sentinels)
+        return StoreAddress(
+            store=f"the Redis primary {endpoint.service!r} of the Sentinels "
+            "(ULTIMATE_JOBS['REDIS_SENTINELS'])",
+            host=where,
+            port="",
+            database=database,
+            fix="check ULTIMATE_JOBS['REDIS_SENTINELS'] and "
+            "['REDIS_SENTINEL_SERVICE'], and that the Sentinels are up and "
+            f"know a primary named {endpoint.service!r}",
+        )
     host = parts.hostname or parts.path or "localhost"
     port = str(parts.port or (6379 if parts.hostname else ""))
     return StoreAddress(
         store="the Redis server (ULTIMATE_JOBS['REDIS_URL'])",
         host=host,
         port=port,
-        database=parts.path.lstrip("/") if parts.hostname else "",
+        database=database,
         fix="check ULTIMATE_JOBS['REDIS_URL'], and that a Redis server is up "
         f"and accepts connections at {host}:{port}",
     )
@@ -165,7 +179,7 @@ class RedisSession:
             except Exception:  # a dead socket may refuse to close: drop it
                 logger.debug("jobs.db.close-failed", exc_info=True)
         self.failing = True
-        address = None if self.outage.reached else redis_address(self.store.url)
+        address = None if self.outage.reached else redis_address(self.store.endpoint)
         if self.outage.lost(
             self.role, error, last_ok=self._last_ok, using="redis", address=address
         ):
