@@ -40,6 +40,7 @@ from ..webhooks.endpoints import (
 )
 from ..webhooks.signing import mask_secret
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .humane import counted
 from .webhook_deliveries import (
     InboundDeliveryAdmin,
     WebhookDeliveryAdmin,
@@ -418,7 +419,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 {
                     **self.admin_site.each_context(request),
                     "opts": self.opts,
-                    "title": f"{label} {len(rows)} endpoint(s)?",
+                    "title": f"{label} {counted(len(rows), 'endpoint')}?",
                     "verb_label": label,
                     "jobs": [(str(row.pk), str(row)) for row in rows],
                     "action": action,
@@ -442,7 +443,7 @@ class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             flag=CHANGE,
             message=f"Endpoint {past} (admin)",
         )
-        messages.success(request, f"{len(done)} endpoint(s) {past}.")
+        messages.success(request, f"{counted(len(done), 'endpoint')} {past}.")
         return None
 
 
