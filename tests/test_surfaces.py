@@ -46,6 +46,7 @@ from tests.support.hostile import (
     FILL,
     FORGED,
     HOSTILE,
+    PAID,
     SECRETS,
     VISIBLE,
     Seeded,
@@ -147,6 +148,14 @@ ADMIN_PAGES: dict[str, Page] = {
         )
         for page in ("queues", "cron_tasks", "workers", "leases", "dashboard")
     },
+    # The event bus, all events and one name's: payloads redacted.
+    "ultimate_jobs_job_events": Page(
+        lambda s: [
+            get("ultimate_jobs_job_events"),
+            get("ultimate_jobs_job_events", name=PAID),
+        ],
+        shows=("event_payload",),
+    ),
     **_model_pages("outboxmessage", lambda s: s.outbox, change=("outbox_input",)),
     **_model_pages("backfill", lambda s: FILL, change=("backfill_cursor",)),
     # The ledger holds no job data; its pages are listed so a new one is seen.

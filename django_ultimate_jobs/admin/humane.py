@@ -25,7 +25,14 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext, ngettext
 
-__all__ = ["counted", "humane_ms", "humane_time", "relative", "retry_schedule"]
+__all__ = [
+    "counted",
+    "humane_ms",
+    "humane_time",
+    "relative",
+    "retry_schedule",
+    "short_relative",
+]
 
 _UNITS = ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1000, "s"))
 
@@ -57,12 +64,25 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
     return gettext("in %(span)s") % {"span": text}
 
 
+def short_relative(moment: datetime, now: datetime | None = None) -> str:
+    """``moment`` from ``now`` in one short unit: "12 s ago", "in 59 min"."""
+    now = now or timezone.now()
+    seconds = (now - moment).total_seconds()
+    ms = abs(seconds) * 1000
+    size, unit = next(
+        ((size, unit) for size, unit in _UNITS if ms >= size), (1000, "s")
+    )
+    span = f"{int(ms // size)} {unit}"
+    return f"{span} ago" if seconds >= 0 else f"in {span}"
+
+
 def humane_time(value: Any, *, compact: bool = False) -> SafeString | str:
     """A stored time as a person reads it; ``""`` for none.
 
     ``value`` is a datetime or an ISO string (what the operator verbs
     answer); text that is neither is shown as it is, escaped. ``compact``
-    (the jobs list) shows only the relative form, the date on hover.
+    (the jobs list) shows only the short relative form ("3 min ago"), the
+    date and the long form on hover.
     """
     if value is None or value == "":
         return ""
@@ -74,10 +94,11 @@ def humane_time(value: Any, *, compact: bool = False) -> SafeString | str:
     ago = relative(moment)
     if compact:
         return format_html(
-            '<time class="uj-time" datetime="{}" title="{}">{}</time>',
+            '<time class="uj-time" datetime="{}" title="{} ({})">{}</time>',
             moment.isoformat(),
             shown,
             ago,
+            short_relative(moment),
         )
     return format_html(
         '<time class="uj-time" datetime="{}" title="{}">{}</time>'

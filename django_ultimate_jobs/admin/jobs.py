@@ -157,8 +157,8 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="id", ordering="id")
     def short_id(self, job: Job) -> str:
-        """The id's first 13 characters (the job page shows it whole)."""
-        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
+        """The id's first 8 hex digits, whole on hover and on the job page."""
+        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:8])
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
@@ -182,12 +182,12 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="run at", ordering="run_at")
     def run_at_shown(self, job: Job) -> str:
-        """When it runs (or ran): "in 5 minutes", the date on hover."""
+        """When it runs (or ran): "in 5 min", the date on hover."""
         return humane_time(job.run_at, compact=True)
 
     @admin.display(description="updated", ordering="updated_at")
     def updated_at_shown(self, job: Job) -> str:
-        """Its last change: "3 minutes ago", the date on hover."""
+        """Its last change: "3 min ago", the date on hover."""
         return humane_time(job.updated_at, compact=True)
 
     def changelist_view(
