@@ -152,7 +152,7 @@ ADMIN_PAGES: dict[str, Page] = {
     "ultimate_jobs_job_events": Page(
         lambda s: [
             get("ultimate_jobs_job_events"),
-            get("ultimate_jobs_job_events", name=PAID),
+            ("get", reverse("admin:ultimate_jobs_job_events"), {"name": PAID}),
         ],
         shows=("event_payload",),
     ),

@@ -59,6 +59,7 @@ def relative(moment: datetime, now: datetime | None = None) -> str:
         text = timesince(moment, now, depth=1)
     else:
         text = timeuntil(moment, now, depth=1)
+    text = text.replace("\xa0", " ")  # Django's; the CSS keeps it on one line
     if seconds >= 0:
         return gettext("%(span)s ago") % {"span": text}
     return gettext("in %(span)s") % {"span": text}
