@@ -157,8 +157,8 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="id", ordering="id")
     def short_id(self, job: Job) -> str:
-        """The id's first 8 hex digits, whole on hover and on the job page."""
-        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:8])
+        """The id's first 13 characters, whole on hover and on the job page."""
+        return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
