@@ -32,7 +32,7 @@ def staff(db):
 
 
 def test_pages_render_for_a_superuser(admin_client, pg_driver):
-    """List, filtered list, search, job page and the four pages all answer 200."""
+    """List, filtered list, search, job page and the other pages all answer 200."""
     job_id = dead_job(pg_driver)
     listing = admin_client.get(reverse(LIST))
     assert listing.status_code == 200 and str(job_id) in listing.text
@@ -43,7 +43,7 @@ def test_pages_render_for_a_superuser(admin_client, pg_driver):
     page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
     assert "X_BOOM: the card was declined" in page.text
     assert "hunter2" not in page.text and "[redacted]" in page.text
-    for name in ("dead_letter", "queues", "workers", "leases", "dashboard"):
+    for name in ("dead_letter", "queues", "workers", "leases", "events", "dashboard"):
         response = admin_client.get(reverse(f"admin:ultimate_jobs_job_{name}"))
         assert response.status_code == 200, name
 
