@@ -21,7 +21,7 @@ class Migration(migrations.Migration):
             index=models.Index(
                 models.F("cursor_id"),
                 condition=models.Q(
-                    ("status", "completed"), ("cursor_id__isnull", False)
+                    ("cursor_id__isnull", False), ("status", "completed")
                 ),
                 name="uj_step_matched_idx",
             ),
