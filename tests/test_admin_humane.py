@@ -148,7 +148,11 @@ def test_the_job_workers_and_leases_pages_show_no_raw_iso_time(admin_client, rec
 
 
 def test_the_retry_schedule_reads_in_seconds(admin_client, recent):
-    """ "Retries left" of a fresh job with delay 1s, doubling: "1 s, then 2 s"."""
+    """ "Retries left" of a fresh job with delay 1s, doubling: "1 s, then 2 s";
+    of a dead one, none (and what a retry would start again with)."""
+    dead = dead_job(recent)
+    page = admin_client.get(reverse(PAGE, args=[dead])).text
+    assert '<dd id="uj-retry-schedule">none: the job is dead' in page
     enqueued = backoff.enqueue()
     page = admin_client.get(reverse(PAGE, args=[enqueued.id])).text
     assert '<dd id="uj-retry-schedule">1 s, then 2 s</dd>' in page

@@ -236,6 +236,7 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
             "progress": progress_bar(job["progress"]),
             # An error the job has since succeeded past is history, not its state.
             "error_is_past": state is JobState.DONE,
+            "finished": state in FINISHED_STATES,
             "verbs": verbs,
             "as_json": {
                 key: _pretty(job[key]) for key in ("input", "progress", "result")
