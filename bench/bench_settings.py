@@ -18,3 +18,28 @@ if _redis_url := os.environ.get("BENCH_REDIS_URL"):
         "REDIS_URL": _redis_url,
         "REDIS_PREFIX": os.environ.get("BENCH_REDIS_PREFIX", "bench"),
     }
+
+# bench/throughput.py's BENCH_TP_TRACING=1: every process (the bench's own,
+# which enqueues, and each worker) records every span through the SDK's batch
+# processor into an exporter that drops them, so the figures are the cost of
+# making the spans, not of shipping them.
+if os.environ.get("BENCH_TP_TRACING") == "1":
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    class _Discard(SpanExporter):
+        def export(self, spans):
+            return SpanExportResult.SUCCESS
+
+    _provider = TracerProvider()
+    _provider.add_span_processor(BatchSpanProcessor(_Discard()))
+    trace.set_tracer_provider(_provider)
+# bench/throughput.py with BENCH_TP_METRICS=1: the fleet's queue snapshot is
+# read again once per scrape interval (METRICS_INTERVAL set to it).
+if _metrics_interval := os.environ.get("UJ_BENCH_METRICS_INTERVAL"):
+    ULTIMATE_JOBS = {**ULTIMATE_JOBS, "METRICS_INTERVAL": _metrics_interval}

@@ -46,6 +46,16 @@ interleaved (baseline, ours, baseline, ours...); the table shows medians,
 the results then go to ``bench/results/throughput-<workloads>.json``).
 ``BENCH_TP_BROKERS=1`` runs bench/brokers.py instead: the Redis driver
 beside Celery with a Redis broker and the PostgreSQL driver.
+``BENCH_TP_TRACING=1`` runs every process with OpenTelemetry tracing on
+(bench/bench_settings.py: the SDK, every span recorded, exported to
+nothing), to measure its overhead; the results then go to
+``bench/results/throughput-tracing.json`` (``-tracing`` after the
+``BENCH_TP_ONLY`` and ``-metrics`` parts of the name too).
+``BENCH_TP_METRICS=1`` runs every ``runjobs`` with ``--metrics-port`` (a free
+port each) and scrapes each endpoint every ``BENCH_TP_SCRAPE_S`` seconds
+(default 1, harsher than a 15 s Prometheus) while it runs, with
+``METRICS_INTERVAL`` at the scrape interval: the overhead of metrics is this
+run beside one without (results: ``throughput-metrics.json``).
 """
 
 from __future__ import annotations
@@ -53,9 +63,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import statistics
 import sys
+import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -112,6 +125,11 @@ TARGETS = {
     "latency_p99": ("max", 1.5),
     "rss": ("max", 1.3),  # peak RSS of a worker process
 }
+TRACING = os.environ.get("BENCH_TP_TRACING") == "1"
+"""Tracing on in every process (read by bench/bench_settings.py too)."""
+METRICS = os.environ.get("BENCH_TP_METRICS", "0") == "1"
+"""Run every runjobs with --metrics-port and scrape it (the metrics overhead)."""
+SCRAPE_S = float(os.environ.get("BENCH_TP_SCRAPE_S", "1"))
 SCALE = os.environ.get("BENCH_TP_SCALE", "1") != "0"
 """Also drain with 8 processes x 8 threads (issue 16's scale row)."""
 SCALE_PROCESSES = 8
@@ -184,6 +202,13 @@ def spawn(system: str, bench_url: str, *, work: str | None) -> WorkerProcess:
         ]
         if work is not None:
             argv.append("--burst")
+        if METRICS:
+            port = free_port()
+            argv += ["--metrics-port", str(port)]
+            env = {**env, "UJ_BENCH_METRICS_INTERVAL": f"{SCRAPE_S}s"}
+            proc = WorkerProcess(argv, env, "runjobs ")
+            scrape_while_alive(proc, f"http://127.0.0.1:{port}/metrics")
+            return proc
         return WorkerProcess(argv, env, "runjobs ")
     argv = [sys.executable, str(ROOT / "bench" / "baseline.py")]  # URL: in env
     if work is None:
@@ -192,6 +217,28 @@ def spawn(system: str, bench_url: str, *, work: str | None) -> WorkerProcess:
         batch = RAW_BATCH_SLEEP5 if work == "sleep5" else RAW_BATCH
         argv += ["--threads", str(THREADS), "--work", work, "--batch", str(batch)]
     return WorkerProcess(argv, env, "baseline ready")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a worker's --metrics-port)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape_while_alive(proc: WorkerProcess, url: str) -> None:
+    """Scrape ``url`` every SCRAPE_S seconds in a daemon thread until ``proc`` exits."""
+
+    def scrape() -> None:
+        while proc.popen.poll() is None:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    response.read()
+            except OSError:
+                pass  # not listening yet, or gone
+            time.sleep(SCRAPE_S)
+
+    threading.Thread(target=scrape, name="bench-scraper", daemon=True).start()
 
 
 # -- workloads --------------------------------------------------------------
@@ -576,7 +623,8 @@ def main() -> None:
     bench_url = with_database(base_url, BENCH_DB)
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "
-        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}",
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
+        + (", tracing on" if TRACING else ""),
         file=sys.stderr,
     )
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
@@ -587,8 +635,13 @@ def main() -> None:
     summary = summarize(rounds)
     print_tables(summary)
     # A partial run (BENCH_TP_ONLY) does not replace the full run's file.
+    parts = [
+        *ONLY,
+        *(["metrics"] if METRICS else []),
+        *(["tracing"] if TRACING else []),
+    ]
     results = (
-        RESULTS.with_name(f"throughput-{'-'.join(ONLY)}.json") if ONLY else RESULTS
+        RESULTS.with_name(f"throughput-{'-'.join(parts)}.json") if parts else RESULTS
     )
     results.parent.mkdir(parents=True, exist_ok=True)
     import django
@@ -607,6 +660,8 @@ def main() -> None:
                 "latency_jobs": LATENCY_JOBS,
                 "rounds": ROUNDS,
                 "threads": THREADS,
+                "tracing": TRACING,
+                "metrics": METRICS,
                 "targets": TARGETS,
                 "summary": summary,
                 "per_round": rounds,

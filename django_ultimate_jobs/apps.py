@@ -21,8 +21,10 @@ class UltimateJobsConfig(AppConfig):
             drivers,  # noqa: F401  (driver keys in settings, driver reset)
         )
         from .conf import connect_setting_changed
+        from .tracing import connect_setting_changed as trace_setting_changed
 
         connect_setting_changed()
+        trace_setting_changed()
         # The built-in retention and partition jobs, before the apps' own.
         from .maintenance import builtin  # noqa: F401
         from .webhooks import builtin as webhooks_builtin  # noqa: F401

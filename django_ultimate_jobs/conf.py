@@ -12,6 +12,7 @@ import ipaddress
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.util import find_spec
 from typing import Any
 
 from .durations import is_count, parse_duration_ms
@@ -40,6 +41,8 @@ MAX_CONCURRENCY = 1000
 processes (``--processes``) or more hosts, each holding its own connections."""
 MAX_CLAIM_BATCH = 1000
 """The most jobs one claim statement takes (as many as a bulk verb touches)."""
+MIN_TOKEN_LENGTH = 16
+"""The shortest ``METRICS_TOKEN`` accepted: a guessable one protects nothing."""
 _DEFAULT_REDACT = ("password", "secret", "token", "api_key", "authorization")
 
 
@@ -82,6 +85,14 @@ class JobsSettings:
     webhook_connect_timeout_ms: int = 3_000
     webhook_retention_ms: int = 30 * 86_400_000
     webhook_secret_overlap_ms: int = 86_400_000
+    tracing: bool | str = "auto"
+    """``"auto"``, ``True`` or ``False`` (see :mod:`django_ultimate_jobs.tracing`)."""
+    # Metrics (django_ultimate_jobs.metrics).
+    metrics_interval_ms: int = 15_000
+    """How old the fleet's shared queue snapshot may be before a scrape reads
+    the queues again (at most one read per interval, fleet-wide)."""
+    metrics_token: str | None = None
+    """The bearer token the metrics view accepts (None: staff users only)."""
     driver_options: Mapping[str, Any] = field(default_factory=dict)
     """The keys the driver class declares (``BaseDriver.settings_keys``),
     parsed: read by its ``from_settings``."""
@@ -169,6 +180,26 @@ def _outbox(key: str, value: Any) -> Any:
     return value
 
 
+def _tracing(key: str, value: Any) -> Any:
+    if not (isinstance(value, bool) or value == "auto"):
+        raise _refused(key, value)
+    # Asked only for True: "auto" must import nothing, and finding a
+    # submodule imports its package.
+    if value is True and not _importable("opentelemetry.trace"):
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] is True but OpenTelemetry is not installed",
+            fix="pip install 'django-ultimate-jobs[otel]', or set it to \"auto\"",
+        )
+    return value
+
+
+def _importable(name: str) -> bool:
+    try:
+        return find_spec(name) is not None
+    except ImportError:  # its package is missing (or blocked)
+        return False
+
+
 def _driver(key: str, value: Any) -> Any:
     if not isinstance(value, str) or not value:
         raise _refused(key, value)
@@ -192,6 +223,14 @@ def _retention(key: str, value: Any) -> Any:
         for name, attr in _RETENTION_KEYS.items()
         if name in value
     }
+
+
+def _token(key: str, value: Any) -> Any:
+    if value is not None and (
+        not isinstance(value, str) or len(value) < MIN_TOKEN_LENGTH
+    ):
+        raise _refused(key, value if not isinstance(value, str) else "<a short token>")
+    return value
 
 
 def _networks(key: str, value: Any) -> Any:
@@ -248,8 +287,10 @@ _DRIVER = Kind(
     _driver,
 )
 _OUTBOX = Kind('True, False or "required"', _outbox)
+_TRACING = Kind('"auto", True or False', _tracing)
 _RETENTION = Kind('a dict of "done" and/or "failed" durations', _retention)
 _NETWORKS = Kind('a list of networks such as "10.0.0.0/8"', _networks)
+_TOKEN = Kind(f"None or a string of at least {MIN_TOKEN_LENGTH} characters", _token)
 _LIMITS = Kind(
     'a dict of "per_tenant", "per_queue", "global" and/or "rate_per_tenant"',
     parse_limits,
@@ -287,6 +328,9 @@ SETTINGS: dict[str, tuple[Kind, str]] = {
     "WEBHOOK_CONNECT_TIMEOUT": (_DURATION, "webhook_connect_timeout_ms"),
     "WEBHOOK_RETENTION": (_DURATION, "webhook_retention_ms"),
     "WEBHOOK_SECRET_OVERLAP": (_DURATION, "webhook_secret_overlap_ms"),
+    "TRACING": (_TRACING, "tracing"),
+    "METRICS_INTERVAL": (_DURATION, "metrics_interval_ms"),
+    "METRICS_TOKEN": (_TOKEN, "metrics_token"),
 }
 """Every ``ULTIMATE_JOBS`` key: its kind and the JobsSettings field it sets."""
 

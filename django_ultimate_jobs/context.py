@@ -158,13 +158,22 @@ class JobContext:
 
     @property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        """A logger carrying the job's name, id and attempt."""
+        """A logger carrying the job's name, id, run id, attempt and queue."""
         if self._logger is None:
             self._logger = logging.LoggerAdapter(
-                logging.getLogger("django_ultimate_jobs.job"),
-                {"job": self.name, "job_id": str(self.job_id), "attempt": self.attempt},
+                logging.getLogger("django_ultimate_jobs.job"), self.log_fields()
             )
         return self._logger
+
+    def log_fields(self) -> dict[str, Any]:
+        """The job's identity as a log record's ``extra`` (docs/reference/logging.md)."""
+        return {
+            "job": self.name,
+            "job_id": str(self.job_id),
+            "run_id": str(self.run_id),
+            "attempt": self.attempt,
+            "queue": self.queue,
+        }
 
     @property
     def step(self) -> StepApi:
@@ -224,7 +233,7 @@ class JobContext:
         try:
             self._driver.record_progress(self.job_id, self._identity, stamped)
         except Exception:
-            logger.warning("jobs.progress.failed", extra={"job_id": str(self.job_id)})
+            logger.warning("jobs.progress.failed", extra=self.log_fields())
 
 
 def _check_progress(done: Any, total: Any, note: Any) -> None:

@@ -58,12 +58,13 @@ def _require_pgtrigger() -> None:
 _require_pgtrigger()
 
 # The tables of the other capabilities (the ledger, consumers, subjects,
-# webhooks, search, exports and the keyset passes) live beside the API that
+# metrics, webhooks, search, exports and the keyset passes) live beside the API that
 # writes them.
 from .consumers.models import Consumer  # noqa: E402,F401
 from .exports.models import Export, ExportPart, Import  # noqa: E402
 from .keyset.models import PassRecord  # noqa: E402
 from .ledger.models import LedgerLine, LedgerPosting  # noqa: E402
+from .metrics.models import MetricsSnapshot  # noqa: E402,F401
 from .search.models import Reindex, SearchDocument  # noqa: E402
 from .subjects.models import ErasureRecord, SubjectExportPart, SubjectRequest  # noqa: E402,F401
 from .webhooks.models import (  # noqa: E402
@@ -405,10 +406,16 @@ class Worker(models.Model):
 
 
 class JobCounter(models.Model):
-    """Per-job-name outcome counts in time buckets, written by settles."""
+    """Per job name and queue outcome counts in time buckets, written by settles.
+
+    ``pickups`` counts the settled attempts whose pickup latency (due to
+    claimed) adds up in ``pickup_ms``. Rows written before the queue was
+    kept carry the queue ``""``.
+    """
 
     id = models.BigAutoField(primary_key=True)
     job = models.TextField()
+    queue = models.TextField(db_default="")
     bucket_ms = models.IntegerField()
     bucket_start = models.DateTimeField()
     done = models.IntegerField(db_default=0)
@@ -416,12 +423,18 @@ class JobCounter(models.Model):
     failed = models.IntegerField(db_default=0)
     dead = models.IntegerField(db_default=0)
     duration_ms = models.BigIntegerField(db_default=0)
+    pickups = models.IntegerField(db_default=0)
+    pickup_ms = models.BigIntegerField(db_default=0)
 
     class Meta:
         db_table = "ultimate_jobs_job_counter"
         constraints = [
             models.UniqueConstraint(
-                "job", "bucket_ms", "bucket_start", name="uj_counter_bucket_uniq"
+                "job",
+                "queue",
+                "bucket_ms",
+                "bucket_start",
+                name="uj_counter_bucket_queue_uniq",
             )
         ]
 

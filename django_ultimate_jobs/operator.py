@@ -348,7 +348,8 @@ def promote_many(
 def counters(*, window: timedelta = timedelta(hours=24)) -> list[dict[str, Any]]:
     """Per job name, outcomes settled in the last ``window`` (from the counters).
 
-    ``mean_ms`` is the mean attempt duration, ``None`` with no attempt.
+    ``mean_ms`` is the mean attempt duration and ``mean_pickup_ms`` the mean
+    pickup latency (due to claimed), each ``None`` with no attempt.
     """
     driver = get_driver()
     since = driver.now() - window
@@ -357,6 +358,8 @@ def counters(*, window: timedelta = timedelta(hours=24)) -> list[dict[str, Any]]
         row = asdict(total)
         settled = total.done + total.retried + total.failed + total.dead
         row["mean_ms"] = round(total.duration_ms / settled) if settled else None
+        pickups = total.pickups
+        row["mean_pickup_ms"] = round(total.pickup_ms / pickups) if pickups else None
         answer.append(row)
     return answer
 

@@ -2,8 +2,9 @@
 
 - ``job_enqueued(sender=JobHandle, job, enqueued)``: after an enqueue returned.
 - ``job_started(sender=JobHandle, job, claimed)``: a worker starts an attempt.
-- ``job_finished(sender=JobHandle, job, claimed, outcome, error)``: an attempt
-  ended (``outcome`` is the executor's outcome name).
+- ``job_finished(sender=JobHandle, job, claimed, outcome, landed, error,
+  duration_ms)``: an attempt ended (``outcome`` is the executor's outcome
+  name, ``duration_ms`` how long its body ran).
 """
 
 from __future__ import annotations

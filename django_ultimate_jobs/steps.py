@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from . import tracing
 from .context import CancellationToken
 from .durations import (
     MAX_DURATION,
@@ -161,6 +162,23 @@ class StepApi:
             StepAtomicUnsupported: ``atomic=True`` on a driver that cannot
                 record a step in the caller's transaction (before ``fn`` runs).
         """
+        if not tracing.enabled():
+            return self._run(name, fn, args, kwargs, atomic)
+        with tracing.step(name, self._run_id) as span:
+            replays = len(self.replayed)
+            output = self._run(name, fn, args, kwargs, atomic)
+            if len(self.replayed) > replays:
+                span.replayed()
+            return output
+
+    def _run(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        atomic: bool,
+    ) -> Any:
         if atomic:
             _refuse_atomic_without_the_feature(name)
         record = self._claim_name(name)

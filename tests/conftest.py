@@ -35,6 +35,26 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
+def recorder():
+    """Tracing on in this process, its spans kept in memory, until the test ends.
+
+    The SDK provider is pinned (``tracing.reset(provider)``), not made global:
+    OpenTelemetry takes one global provider per process, and later tests must
+    find tracing off again (tests/support/spans.py).
+    """
+    from django_ultimate_jobs import tracing
+    from tests.support.spans import Recorder
+
+    recorded = Recorder()
+    tracing.reset(recorded.provider)
+    try:
+        yield recorded
+    finally:
+        tracing.reset()
+        recorded.provider.shutdown()
+
+
+@pytest.fixture
 def pg_driver(db, clock):
     """The Postgres driver on the test database, installed for the test."""
     driver = PostgresDriver(clock=clock)

@@ -15,6 +15,7 @@ With ``ULTIMATE_JOBS_SCREENSHOTS=1`` they save the PNGs under docs/images/.
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -394,3 +395,84 @@ def fire_retention_once():
     clock.set(now)
     fired = run_scheduler(driver=driver)
     assert "ultimate_jobs.retention" in [f.task for f in fired]
+
+
+@job(name="shop.receipt", retry=Retry(attempts=1, dead_letter=False))
+def receipt(ctx, *, order: int):
+    """Mail a receipt: best effort, a failure is dropped (no dead letter)."""
+    raise RuntimeError(f"the mail server refused the receipt of order {order}")
+
+
+def _settle_half_an_hour(clock, driver):
+    """Checkouts settled over 30 minutes of a frozen clock: each round a few
+    done (picked up 1 to 3 s after enqueue), every fifth round one dead,
+    every seventh a receipt failed. Answers the counts (done, failed, dead)."""
+    done = failed = dead = 0
+    for round_ in range(15):
+        clock.advance(minutes=2)
+        declines["card"] = False
+        for order in range(round_ % 4 + 1):
+            checkout.enqueue(order=round_ * 10 + order, card_token="tok")
+            done += 1
+        if round_ % 7 == 3:
+            receipt.enqueue(order=round_ * 10)
+            failed += 1
+        clock.advance(seconds=round_ % 3 + 1)
+        run_jobs(queues=["default"], driver=driver)
+        if round_ % 5 == 4:
+            declines["card"] = True
+            checkout.enqueue(order=round_ * 10 + 9, card_token="tok")
+            dead += 1
+            run_jobs(queues=["default"], driver=driver)
+    return {"done": done, "failed": failed, "dead": dead}
+
+
+def test_dashboard_charts_show_the_counts_in_both_themes(admin):
+    """The dashboard's charts show what a worker settled, per minute: the
+    bars' values add up to the counts, the bars are drawn, and the admin's
+    dark theme recolours them (the admin's own CSS variables)."""
+    from django_ultimate_jobs.clock import ManualClock
+    from django_ultimate_jobs.drivers import set_driver
+    from django_ultimate_jobs.drivers.postgres import PostgresDriver
+
+    clock = ManualClock(datetime(2030, 1, 1, 11, 58, tzinfo=UTC))
+    driver = PostgresDriver(clock=clock)
+    previous = set_driver(driver)
+    try:
+        settled = _settle_half_an_hour(clock, driver)
+        admin.open("/admin/ultimate_jobs/job/dashboard/")
+        charts = admin.find("#uj-charts")
+        for key, expected in settled.items():
+            assert charts.get_attribute(f"data-{key}") == str(expected)
+            bars = admin.all(f"#uj-chart-{key} rect")
+            assert len(bars) == 60
+            assert sum(int(b.get_attribute("data-value")) for b in bars) == expected
+            assert all(
+                b.size["height"] > 0
+                for b in bars
+                if b.get_attribute("data-value") != "0"
+            )
+        light = _fill(admin, "#uj-chart-done rect")
+        admin.shot("admin-dashboard")
+        admin.browser.execute_script("localStorage.setItem('theme', 'dark')")
+        admin.browser.refresh()
+        admin.find("#uj-charts")
+        assert (
+            admin.browser.execute_script(
+                "return document.documentElement.dataset.theme"
+            )
+            == "dark"
+        )
+        # Django's dark --link-fg (#81d4fa) and --error-fg (#e35f5f).
+        assert _fill(admin, "#uj-chart-done rect") == "rgb(129, 212, 250)" != light
+        assert _fill(admin, "#uj-chart-dead rect") == "rgb(227, 95, 95)"
+        admin.shot("admin-dashboard-dark")
+    finally:
+        admin.browser.execute_script("localStorage.removeItem('theme')")
+        set_driver(previous)
+
+
+def _fill(admin, css):
+    return admin.browser.execute_script(
+        "return getComputedStyle(document.querySelector(arguments[0])).fill", css
+    )

@@ -238,7 +238,7 @@ PAGE_PARAMETERS = {
     "ultimate_jobs_job_queues": ("queue",),
     "ultimate_jobs_job_cron_tasks": ("task",),
     "ultimate_jobs_job_workers": ("x",),
-    "ultimate_jobs_job_dashboard": ("x",),
+    "ultimate_jobs_job_dashboard": ("span", "queue", "job"),
 }
 PAGE_POSTS = {
     "ultimate_jobs_job_dead_letter": ({"name": "tests.noop"}, ("name", "code")),

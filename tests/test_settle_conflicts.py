@@ -59,10 +59,11 @@ def test_a_settle_chosen_as_a_deadlock_victim_is_written_again(
         blocker.execute("SET deadlock_timeout = '30s'")
         for minute in (0, 1):  # the settle may land in the next minute
             blocker.execute(
-                "INSERT INTO ultimate_jobs_job_counter (job, bucket_ms, bucket_start, "
-                "done, retried, failed, dead, duration_ms) "
-                "VALUES (%s, 60000, date_trunc('minute', now()) + %s * interval '1 minute',"
-                " 0, 0, 0, 0, 0) ON CONFLICT (job, bucket_ms, bucket_start) "
+                "INSERT INTO ultimate_jobs_job_counter (job, queue, bucket_ms, "
+                "bucket_start, done, retried, failed, dead, duration_ms) "
+                "VALUES (%s, 'dl', 60000, "
+                "date_trunc('minute', now()) + %s * interval '1 minute',"
+                " 0, 0, 0, 0, 0) ON CONFLICT (job, queue, bucket_ms, bucket_start) "
                 "DO UPDATE SET done = ultimate_jobs_job_counter.done",
                 (quick.name, minute),
             )

@@ -21,7 +21,7 @@ means this worker no longer owns the row. They never raise for that.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 from uuid import UUID
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from .steps import EventStore, StepStore
 
 __all__ = [
+    "COUNTER_FIELDS",
     "DEFAULT_QUEUE",
     "HISTORY_RETRIED",
     "LEASE_LAPSED_FINAL_ATTEMPT",
@@ -50,6 +51,8 @@ __all__ = [
     "ClaimOptions",
     "ClaimResult",
     "ClaimedJob",
+    "CounterBucket",
+    "CounterCounts",
     "CounterTotal",
     "EnqueueRequest",
     "Enqueued",
@@ -203,6 +206,9 @@ class ClaimedJob:
     """The claim recorded this attempt as started (``ClaimOptions.start_now``)."""
     concurrency_key: str | None = None
     """The lease key whose slot this claim holds (``None``: uncapped)."""
+    run_at: datetime | None = None
+    """When the row was due (the database time): the pickup latency is
+    ``claimed_at - run_at``. ``None`` when the driver does not answer it."""
     key_busy: bool = False
     """Claimed WITHOUT a slot, to be refused: a ``when_busy="fail"`` job whose
     key every live holder of is another job (``ClaimOptions.refuse_busy``).
@@ -410,15 +416,46 @@ class BulkResult:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class CounterTotal:
-    """One job name's settled outcomes summed over a window."""
+class CounterCounts:
+    """What a counter bucket counts: settled outcomes, attempt time, pickups.
 
-    job: str
+    ``pickups`` counts the settled attempts (acks and nacks that count, not
+    burials) whose pickup latency, from due (``run_at``) to claimed, adds
+    up in ``pickup_ms``.
+    """
+
     done: int = 0
     retried: int = 0
     failed: int = 0
     dead: int = 0
     duration_ms: int = 0
+    pickups: int = 0
+    pickup_ms: int = 0
+
+
+COUNTER_FIELDS = tuple(counted.name for counted in fields(CounterCounts))
+"""The counted fields of a bucket, in order."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CounterTotal(CounterCounts):
+    """One job name's settled outcomes summed over a window."""
+
+    job: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CounterBucket(CounterCounts):
+    """One counter bucket: a job name's outcomes on one queue in one interval.
+
+    Settles add to the 1-minute bucket of their job name and queue; the
+    roll-up folds them into 5-minute and then 1-hour buckets (``width_ms``).
+    """
+
+    job: str
+    queue: str
+    width_ms: int
+    start: datetime
 
 
 class JobDriver(Protocol):
@@ -661,6 +698,11 @@ class JobDriver(Protocol):
 
     def counter_totals(self, since: datetime) -> list[CounterTotal]:
         """Per job name, the counter buckets starting at or after ``since``."""
+        ...
+
+    def counter_buckets(self, since: datetime) -> list[CounterBucket]:
+        """Every counter bucket starting at or after ``since`` (any width),
+        ordered by start, job name, queue."""
         ...
 
     def pause_queue(self, queue: str) -> list[PausedName]:

@@ -53,6 +53,7 @@ from typing import Any
 
 from django.db import connections, transaction
 
+from .. import tracing
 from ..conf import jobs_settings
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
@@ -306,7 +307,12 @@ class OutboxRelay:
         claimed = self.store.claim(self.token, limit=self.batch, lease_ms=self.lease_ms)
         if not claimed:
             return PassOutcome(0, 0)
-        published, failure = self._publish(claimed)
+        if tracing.enabled():
+            with tracing.relaying([c.request for c in claimed]) as span:
+                published, failure = self._publish(claimed)
+                span.published(len(published), failure)
+        else:
+            published, failure = self._publish(claimed)
         fault_point(AFTER_OUTBOX_PUBLISH)
         self.store.mark_published([c.id for c in published], self.token)
         self.published += len(published)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from django.db import connections, transaction
 
+from .. import tracing
 from ..conf import jobs_settings
 from ..drivers import get_driver
 from ..drivers.base import Enqueued, EnqueueRequest
@@ -80,9 +81,22 @@ def submit(
     """Enqueue ``requests`` (validated) directly or through the outbox.
 
     Directly, ``many`` picks the driver's ``enqueue_many`` (one statement)
-    over ``enqueue`` (one request).
+    over ``enqueue`` (one request). With tracing on, the write runs in a
+    producer span whose ``traceparent`` each row carries.
     """
-    if routes_to_outbox(outbox):
+    staged = routes_to_outbox(outbox)
+    if not tracing.enabled():
+        return _write(requests, staged, many)
+    with tracing.producing(requests, "stage" if staged else "enqueue") as producing:
+        answers = _write(producing.requests, staged, many)
+        producing.sent(answers)
+        return answers
+
+
+def _write(
+    requests: Sequence[EnqueueRequest], staged: bool, many: bool
+) -> list[Enqueued]:
+    if staged:
         return stage(requests)
     driver = get_driver()
     if many:

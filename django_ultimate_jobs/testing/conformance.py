@@ -76,6 +76,7 @@ from .conformance_limits import LimitsConformance
 from .conformance_maintenance import COUNTER_FIELDS, MaintenanceConformance
 from .conformance_operator import OperatorConformance
 from .conformance_steps import StepsConformance
+from .conformance_traces import TraceContextConformance
 
 __all__ = ["COUNTER_FIELDS", "VISIBILITY_MS", "DriverConformance", "Lane"]
 
@@ -193,6 +194,7 @@ class DriverConformance(
     StepsConformance,
     CronConformance,
     MaintenanceConformance,
+    TraceContextConformance,
 ):
     """The checks; a subclass provides the fixtures named in the module doc."""
 
@@ -571,6 +573,13 @@ class DriverConformance(
         row = lane.row(job.id)
         assert (row.state, row.claimed_by, row.claims) == ("running", "worker-a", 1)
         assert (row.visible_at, row.updated_at) == (visible_at, clock.now())
+
+    def test_claimed_job_carries_when_it_was_due(self, lane, clock):
+        """``run_at`` and ``claimed_at`` on the claim: the pickup latency."""
+        due = clock.now() - timedelta(seconds=90)
+        lane.enqueue(run_at=due)
+        job = lane.claim_one()
+        assert (job.run_at, job.claimed_at) == (due, clock.now())
 
     def test_limit_bounds_the_claim(self, lane):
         """A claim takes at most its limit; zero or less takes nothing."""

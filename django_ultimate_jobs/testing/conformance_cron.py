@@ -27,8 +27,13 @@ def _arm(
 
 
 def _fire(
-    name: str, expected: datetime, occurrence: datetime, keys: list[str]
+    name: str,
+    expected: datetime,
+    occurrence: datetime,
+    keys: list[str],
+    **fields: Any,
 ) -> TaskFire:
+    """A fire of ``name``'s occurrence: one job per key (``fields`` on each)."""
     return TaskFire(
         name=name,
         expected=expected,
@@ -41,6 +46,7 @@ def _fire(
                 input={},
                 idempotency_key=key,
                 run_at=occurrence,
+                **fields,
             )
             for key in keys
         ],

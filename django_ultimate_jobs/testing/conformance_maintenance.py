@@ -9,10 +9,11 @@ Internal to :mod:`django_ultimate_jobs.testing.conformance`, whose
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..drivers.base import ClaimedJob, JobDriver
+from ..drivers.base import COUNTER_FIELDS, ClaimedJob, CounterBucket, JobDriver
 from ..drivers.steps import StepFence, StepRecord
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 __all__ = ["COUNTER_FIELDS", "MaintenanceConformance"]
 
-COUNTER_FIELDS = ("done", "retried", "failed", "dead", "duration_ms")
 _MINUTE_MS, _FIVE_MINUTES_MS, _HOUR_MS = 60_000, 300_000, 3_600_000
 
 
@@ -56,14 +56,15 @@ class MaintenanceConformance:
                 other.ack(job, duration_ms=25, counted=suffix != "quiet")
             return counters(other.job)
 
-        assert settled("done") == {minute: _bucket(done=1, duration_ms=25)}
+        assert settled("done") == {minute: _bucket(done=1, duration_ms=25, pickups=1)}
         assert settled("quiet") == {}
         assert settled("retried", error="X_F: f") == {
-            minute: _bucket(retried=1, duration_ms=7)
+            minute: _bucket(retried=1, duration_ms=7, pickups=1)
         }
         assert settled("shed", counts_as_attempt=False) == {}
         assert settled("parked", park=True) == {}
-        dead, failed = _bucket(dead=1, duration_ms=7), _bucket(failed=1, duration_ms=7)
+        dead = _bucket(dead=1, duration_ms=7, pickups=1)
+        failed = _bucket(failed=1, duration_ms=7, pickups=1)
         assert settled("dead", dead_letter=True) == {minute: dead}
         assert settled("failed", fail=True) == {minute: failed}
 
@@ -81,13 +82,52 @@ class MaintenanceConformance:
         assert counters(lane.job) == {minute: _bucket(dead=1)}
         assert counters(dropped.job) == {minute: _bucket(failed=1)}
 
+    def test_counter_buckets_per_queue_with_pickup_latency(self, lane, driver, clock):
+        """A bucket per job name and queue; pickup runs from due to claimed.
+
+        A retried hand-back's pickup is measured from the run_at it was
+        claimed at, not the later one it is handed back with.
+        """
+        clock.advance(seconds=5)
+        since = _minute(clock.now())
+        other = replace(lane, queue=f"{lane.queue}-other")
+        lane.enqueue()
+        other.enqueue(delay_ms=2_000)
+        clock.advance(seconds=3)
+        assert lane.ack(lane.claim_one(), duration_ms=10)
+        assert other.nack(other.claim_one(), duration_ms=7, error="X_F: f")
+        minute = _minute(clock.now())
+        buckets = [b for b in driver.counter_buckets(since) if b.job == lane.job]
+        common = {"job": lane.job, "width_ms": _MINUTE_MS, "start": minute}
+        assert buckets == [
+            CounterBucket(
+                queue=lane.queue,
+                done=1,
+                duration_ms=10,
+                pickups=1,
+                pickup_ms=3_000,
+                **common,
+            ),
+            CounterBucket(
+                queue=other.queue,
+                retried=1,
+                duration_ms=7,
+                pickups=1,
+                pickup_ms=1_000,
+                **common,
+            ),
+        ]
+        assert [
+            b.job for b in driver.counter_buckets(minute + timedelta(minutes=1))
+        ] == []
+
     def test_rollup_folds_counter_tiers(self, lane, driver, clock, counters):
         """Rollup folds minutes after a day and fives after a week; drops at 30 days."""
         for duration_ms in (10, 5):
             lane.enqueue()
             lane.ack(lane.claim_one(), duration_ms=duration_ms)
         start = _minute(clock.now())
-        summed = _bucket(done=2, duration_ms=15)
+        summed = _bucket(done=2, duration_ms=15, pickups=2)
         assert counters(lane.job) == {(_MINUTE_MS, start): summed}
         clock.advance(hours=24, minutes=1)
         assert driver.maintenance.rollup_counters() >= 1
@@ -180,7 +220,7 @@ class MaintenanceConformance:
         clock.advance(days=7)
         driver.maintenance.rollup_counters()
         hour = (_HOUR_MS, start.replace(minute=0))
-        assert counters(lane.job) == {hour: _bucket(done=1, duration_ms=3)}
+        assert counters(lane.job) == {hour: _bucket(done=1, duration_ms=3, pickups=1)}
         maintenance = driver.maintenance
         assert maintenance.drop_counters(start + timedelta(days=29)) == 0
         assert maintenance.drop_counters(start + timedelta(days=31)) == 1

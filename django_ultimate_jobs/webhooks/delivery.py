@@ -21,11 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from django.db import router, transaction
-from django.db.models import Case, F, Func, JSONField, Value, When
-from django.db.models.lookups import GreaterThanOrEqual
 from django.utils import timezone
 
+from .. import tracing
 from ..conf import jobs_settings
 from ..errors import Draining, JobsError
 from .addresses import IPNetwork, Resolver, Target, display_url, parse_url, vet
@@ -38,19 +36,23 @@ from .errors import (
     WebhookEndpointInvalid,
     WebhookEventUnknown,
 )
+from .rows import (
+    MAX_LOGGED_ATTEMPTS,
+    DeliveryRow,
+    EndpointRow,
+    read_delivery,
+    record_attempt,
+)
 from .signing import signature_header
 from .transport import PinnedClient, RequestFailed, Response
 
 if TYPE_CHECKING:
     from ..context import JobContext
-    from .models import WebhookDelivery, WebhookEndpoint
 
 __all__ = ["MAX_LOGGED_ATTEMPTS", "Sender", "retry_after_seconds"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
-MAX_LOGGED_ATTEMPTS = 50
-"""Attempts kept in a delivery's ``attempt_log`` (the latest ones)."""
 CONTENT_TYPE = "application/json"
 GONE = 410
 """The status that disables an endpoint at once."""
@@ -134,12 +136,7 @@ class Sender:
         """The job body: one attempt at ``delivery_id``."""
         from .models import WebhookDelivery
 
-        delivery = (
-            WebhookDelivery.objects.select_related("endpoint")
-            .defer("attempt_log")  # appended in SQL, never read here
-            .filter(pk=delivery_id)
-            .first()
-        )
+        delivery = read_delivery(delivery_id)
         if delivery is None:
             raise WebhookEventUnknown(
                 f"delivery {delivery_id} no longer exists",
@@ -160,7 +157,18 @@ class Sender:
         except (WebhookEndpointDisabled, WebhookEndpointInvalid) as refusal:
             self._record(ctx, delivery, _Outcome(False, None, 0, refusal), count=False)
             raise
-        outcome = self._attempt(ctx, delivery, endpoint, target)
+        if tracing.enabled():
+            with tracing.webhook_post(
+                url=display_url(endpoint.url),
+                host=target.host,
+                port=target.port,
+                delivery_id=delivery_id,
+                endpoint_id=endpoint.pk,
+            ) as span:
+                outcome = self._attempt(ctx, delivery, endpoint, target)
+                span.answered(outcome.status, outcome.error)
+        else:
+            outcome = self._attempt(ctx, delivery, endpoint, target)
         failures = self._record(ctx, delivery, outcome, count=True)
         if outcome.ok:
             return {
@@ -190,8 +198,8 @@ class Sender:
     def _attempt(
         self,
         ctx: JobContext,
-        delivery: WebhookDelivery,
-        endpoint: WebhookEndpoint,
+        delivery: DeliveryRow,
+        endpoint: EndpointRow,
         target: Target,
     ) -> _Outcome:
         url = endpoint.url
@@ -259,26 +267,24 @@ class Sender:
     def _record(
         self,
         ctx: JobContext,
-        delivery: WebhookDelivery,
+        delivery: DeliveryRow,
         outcome: _Outcome,
         *,
         count: bool,
     ) -> int:
         """Log the attempt on the delivery (and on its endpoint when ``count``);
         answer the endpoint's consecutive failures."""
-        from .models import WebhookDelivery, WebhookEndpoint
-
         now = timezone.now()
         error = outcome.error.render()[:1000] if outcome.error else ""
         terminal = outcome.error is not None and (
             outcome.error.retry_class.value == "terminal" or ctx.final_attempt
         )
         if outcome.ok:
-            state = WebhookDelivery.State.DELIVERED
+            state = "delivered"
         elif terminal:
-            state = WebhookDelivery.State.FAILED
+            state = "failed"
         else:
-            state = WebhookDelivery.State.PENDING
+            state = "pending"
         entry = {
             "attempt": delivery.attempts + 1,
             "job_attempt": ctx.attempt,
@@ -287,43 +293,19 @@ class Sender:
             "duration_ms": outcome.duration_ms,
             "error": error,
         }
-        changes: dict[str, Any] = {
-            "attempt_log": _appended(
-                entry, trim=delivery.attempts >= MAX_LOGGED_ATTEMPTS - 1
-            ),
-            "attempts": F("attempts") + 1,
-            "last_status": outcome.status,
-            "last_error": error,
-            "last_attempt_at": now,
-            "state": state,
-        }
-        if outcome.ok:
-            changes["delivered_at"] = now
-        deliveries = WebhookDelivery.objects.filter(pk=delivery.pk)
-        endpoints = WebhookEndpoint.objects.filter(pk=delivery.endpoint_id)
-        endpoint = delivery.endpoint
-        if outcome.ok or not count:
-            if not count or _streak_clear(endpoint, now):
-                # The common case, one statement: nothing on the endpoint
-                # changes (no streak to end, a last success under a second
-                # old, as read at the start of the attempt). A failure
-                # recorded since then is ended by the next success.
-                deliveries.update(**changes)
-                return 0
-            with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
-                deliveries.update(**changes)
-                endpoints.update(consecutive_failures=0, last_success_at=now)
-            return 0
-        with transaction.atomic(using=router.db_for_write(WebhookDelivery)):
-            deliveries.update(**changes)
-            endpoints.update(
-                consecutive_failures=F("consecutive_failures") + 1,
-                last_failure_at=now,
-            )
-            failures = endpoints.values_list("consecutive_failures", flat=True).first()
-        return int(failures or 0)
+        if not count or (outcome.ok and _streak_clear(delivery.endpoint, now)):
+            # The common case, one statement: nothing on the endpoint
+            # changes (no streak to end, a last success under a second
+            # old, as read at the start of the attempt). A failure
+            # recorded since then is ended by the next success.
+            change = None
+        else:
+            change = "succeeded" if outcome.ok else "failed"
+        return record_attempt(
+            delivery, entry, state=state, now=now, endpoint_change=change
+        )
 
-    def _disable(self, endpoint: WebhookEndpoint, reason: str) -> None:
+    def _disable(self, endpoint: EndpointRow, reason: str) -> None:
         if disable_endpoint(endpoint.pk, reason):
             logger.warning(
                 "jobs.webhook.endpoint.disabled",
@@ -334,43 +316,20 @@ class Sender:
                 },
             )
             from .audit import log_disabled
+            from .models import WebhookEndpoint
 
-            log_disabled(endpoint, reason)
+            model = WebhookEndpoint.objects.filter(pk=endpoint.pk).first()
+            if model is not None:
+                log_disabled(model, reason)
 
 
-def _streak_clear(endpoint: WebhookEndpoint, now: datetime) -> bool:
+def _streak_clear(endpoint: EndpointRow, now: datetime) -> bool:
     """Whether a success would change nothing on the endpoint's row."""
     last = endpoint.last_success_at
     return (
         endpoint.consecutive_failures == 0
         and last is not None
         and now - last < timedelta(seconds=1)
-    )
-
-
-def _appended(entry: dict[str, Any], *, trim: bool) -> Func:
-    """``attempt_log`` with ``entry`` appended; with ``trim`` the oldest
-    entries beyond the latest 50 are dropped (the rare, longer statement)."""
-    log: Any = F("attempt_log")
-    if trim:
-        log = Case(
-            When(
-                GreaterThanOrEqual(
-                    Func(log, function="jsonb_array_length"), MAX_LOGGED_ATTEMPTS
-                ),
-                then=Func(
-                    log, Value(0), template="(%(expressions)s)", arg_joiner=" - "
-                ),
-            ),
-            default=log,
-            output_field=JSONField(),
-        )
-    return Func(
-        log,
-        Value([entry], output_field=JSONField()),
-        template="(%(expressions)s)",
-        arg_joiner=" || ",
-        output_field=JSONField(),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -174,7 +174,18 @@ def rotate_secret(
     return secret
 
 
-def signing_secrets(endpoint: WebhookEndpoint, now: datetime) -> list[str]:
+class _Secrets(Protocol):
+    """What signing reads of an endpoint (a model or the sender's row)."""
+
+    @property
+    def secret(self) -> str: ...
+    @property
+    def previous_secret(self) -> str | None: ...
+    @property
+    def previous_secret_until(self) -> datetime | None: ...
+
+
+def signing_secrets(endpoint: _Secrets, now: datetime) -> list[str]:
     """The secrets a request is signed with now: the current one, and the
     replaced one while its overlap lasts."""
     secrets = [endpoint.secret]

@@ -36,6 +36,7 @@ from .config import WorkerConfig
 from .executor import Attempt
 from .held import SHORT_JOB_MS, HeldAttempts
 from .lifecycle import Lifecycle
+from .logfields import job_fields
 from .settle import announce_buried
 from .slots import SlotPool
 from .wakeflag import ClaimWake
@@ -465,9 +466,7 @@ class ClaimLoop:
         logger.info(
             "jobs.limits.shed",
             extra={
-                "job": claimed.name,
-                "job_id": str(claimed.id),
-                "queue": claimed.queue,
+                **job_fields(claimed),
                 "tenant": claimed.tenant_id,
                 "blocked_by": blocked_by,
             },
@@ -484,6 +483,6 @@ class ClaimLoop:
             if not self._db.failed(error):
                 logger.warning(
                     "jobs.limits.shed-failed",
-                    extra={"job_id": str(claimed.id)},
+                    extra=job_fields(claimed),
                     exc_info=True,
                 )

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from django.db import DEFAULT_DB_ALIAS
 
+from .. import tracing
 from ..context import CancellationToken, JobContext
 from ..drivers.base import (
     MAX_ERROR_STACK_LENGTH,
@@ -31,6 +32,7 @@ from ..drivers.base import (
     ClaimedJob,
     JobDriver,
     NackRequest,
+    nack_state,
 )
 from ..drivers.steps import StepFence
 from ..errors import (
@@ -41,7 +43,9 @@ from ..errors import (
     interrupts_the_process,
 )
 from ..retry import decide_retry
+from ..states import JobState
 from ..steps import StepApi, StepSuspension
+from .logfields import job_fields
 
 if TYPE_CHECKING:
     from ..jobs import JobHandle
@@ -156,7 +160,31 @@ def run_attempt(
 
     Returns ``None`` when somebody else (the watchdog, the drain) already
     settled the attempt: the body was abandoned and its result is dropped.
+    With tracing on, the body runs in the attempt's consumer span.
     """
+    if not tracing.enabled():
+        return _run(attempt, driver, loop)
+    with tracing.attempt(attempt.claimed) as span:
+        execution = _run(attempt, driver, loop)
+        if execution is None:
+            span.ended(None, None, attempt.token.reason)
+        else:
+            span.ended(execution.outcome, _state_after(execution), execution.error)
+        return execution
+
+
+def _state_after(execution: Execution) -> str | None:
+    """The row's state once this execution's settle lands (``None``: lost)."""
+    if execution.ack is not None:
+        return JobState.DONE.value
+    if execution.nack is not None:
+        return nack_state(execution.nack).value
+    return None
+
+
+def _run(
+    attempt: Attempt, driver: JobDriver, loop: asyncio.AbstractEventLoop | None
+) -> Execution | None:
     claimed, handle = attempt.claimed, attempt.handle
     assert handle is not None, "unknown jobs are parked before they run"
     ctx = JobContext(
@@ -361,8 +389,7 @@ def _report_abandoned(attempt: Attempt, error: BaseException | None) -> None:
         logger.warning(
             "jobs.timeout.abandoned",
             extra={
-                "job": attempt.claimed.name,
-                "job_id": str(attempt.claimed.id),
+                **job_fields(attempt.claimed),
                 "ended": "rejected" if error is not None else "resolved",
             },
         )

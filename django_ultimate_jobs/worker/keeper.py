@@ -16,6 +16,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from django.db import connections
 
@@ -26,6 +27,7 @@ from .config import WorkerConfig
 from .executor import Attempt, Execution, settle_for
 from .held import HeldAttempts
 from .lifecycle import Lifecycle
+from .logfields import job_fields
 from .settle import SettleLoop
 from .slots import SlotPool
 
@@ -65,6 +67,8 @@ class Keeper:
         """Ask the claim loop to refresh the registry row with its next claim."""
         self._db = session
         self._worker_id = worker_id
+        self.leases_lost = 0
+        """Held attempts whose lease was lost (the metrics read it)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._announced = False
@@ -150,6 +154,7 @@ class Keeper:
     def _lose(self, attempt: Attempt) -> None:
         if attempt.settled:
             return
+        self.leases_lost += 1
         logger.error("jobs.lease.lost", extra=_job_extra(attempt))
         attempt.token.cancel(
             JobLeaseLost(
@@ -262,5 +267,5 @@ class Keeper:
             logger.warning("jobs.worker.forget-failed", exc_info=True)
 
 
-def _job_extra(attempt: Attempt) -> dict[str, str]:
-    return {"job": attempt.claimed.name, "job_id": str(attempt.claimed.id)}
+def _job_extra(attempt: Attempt) -> dict[str, Any]:
+    return job_fields(attempt.claimed)

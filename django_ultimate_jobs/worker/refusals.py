@@ -15,6 +15,7 @@ from ..drivers.base import NackRequest
 from ..errors import Draining, JobKeyBusy
 from ..registry import unknown_job
 from .executor import Attempt, Execution
+from .logfields import error_fields, job_fields
 
 __all__ = ["drained", "not_started", "park_unknown", "refuse_busy"]
 
@@ -35,7 +36,7 @@ def park_unknown(attempt: Attempt, park_ms: int) -> Execution:
         counts_as_attempt=False,
         park=True,
     )
-    logger.warning("jobs.worker.job-unknown", extra={"job": claimed.name})
+    logger.warning("jobs.worker.job-unknown", extra=job_fields(claimed))
     return Execution(claimed, "suspended", 0, None, nack=nack)
 
 
@@ -61,7 +62,7 @@ def refuse_busy(attempt: Attempt) -> Execution:
     )
     logger.info(
         "jobs.attempt.refused",
-        extra={"job": claimed.name, "job_id": str(claimed.id)},
+        extra={**job_fields(claimed), **error_fields(error)},
     )
     return Execution(claimed, "refused", 0, attempt.handle, nack=nack, error=error)
 

@@ -181,6 +181,16 @@ class Worker:
         """Settled attempts by outcome."""
         return self.held.counts
 
+    @property
+    def slots_busy(self) -> int:
+        """Slots running (or stuck in) a body now."""
+        return self.config.concurrency - self.held.idle_slots()
+
+    @property
+    def leases_lost(self) -> int:
+        """Held attempts whose lease this process lost (``jobs.lease.lost``)."""
+        return self.keeper.leases_lost
+
     def held_count(self) -> int:
         """Attempts claimed and not yet settled."""
         return self.held.count()

@@ -26,17 +26,18 @@ import socket
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from uuid import UUID
 
 from django.db import connections
 
+from .. import tracing
 from ..clock import Clock
 from ..crontask import TaskHandle, registered_tasks
 from ..drivers import get_driver
 from ..drivers.base import JobDriver
-from ..drivers.cron import SCHEDULER_LEASE_KEY, TaskArm, TaskFire
+from ..drivers.cron import SCHEDULER_LEASE_KEY, FireResult, TaskArm, TaskFire
 from ..drivers.sessions import Session
 
 __all__ = ["Fired", "LeaderLease", "Scheduler", "SchedulerThread"]
@@ -279,7 +280,7 @@ class Scheduler:
             plan = [(o, o) for o in latest]
         for occurrence, watermark in plan:
             next_run = schedule.next_after(watermark)
-            result = self.driver.cron.task_fire(
+            result = self._fire(
                 TaskFire(
                     name=handle.name,
                     expected=known.watermark,
@@ -312,6 +313,14 @@ class Scheduler:
                     "deduped": result.deduped,
                 },
             )
+
+    def _fire(self, fire: TaskFire) -> FireResult | None:
+        """Fire one occurrence; with tracing on, in a producer span whose
+        context the jobs carry (their runs link to it)."""
+        if not tracing.enabled():
+            return self.driver.cron.task_fire(fire)
+        with tracing.producing(fire.jobs, "fire", task=fire.name) as producing:
+            return self.driver.cron.task_fire(replace(fire, jobs=producing.requests))
 
     def _seconds_until(self, instant: datetime) -> float:
         return max(0.0, (instant - self.clock.now()).total_seconds())

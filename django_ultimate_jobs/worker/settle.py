@@ -35,6 +35,7 @@ from ..signals import job_finished
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
+from .logfields import MAX_ERROR_TEXT, error_fields, job_fields
 from .refusals import drained
 
 __all__ = [
@@ -329,8 +330,7 @@ class SettleLoop:
             logger.warning(
                 "jobs.settle.unowned",
                 extra={
-                    "job": claimed.name,
-                    "job_id": str(claimed.id),
+                    **job_fields(claimed),
                     "worker_id": claimed.claimed_by,
                     "settling": execution.outcome,
                 },
@@ -339,10 +339,9 @@ class SettleLoop:
             logger.warning(
                 "jobs.attempt.failed",
                 extra={
-                    "job": claimed.name,
-                    "job_id": str(claimed.id),
-                    "attempt": claimed.attempt,
+                    **job_fields(claimed),
                     "outcome": execution.outcome,
+                    **error_fields(execution.error),
                     "stop": execution.stop,
                 },
             )
@@ -356,6 +355,7 @@ class SettleLoop:
                 outcome=execution.outcome,
                 landed=execution.landed,
                 error=execution.error,
+                duration_ms=execution.duration_ms,
             )
         if execution.landed and execution.ends_run:
             _on_settled(execution)
@@ -389,6 +389,9 @@ def announce_buried(rows: Sequence[JobRecord]) -> None:
             extra={
                 "job": row.name,
                 "job_id": str(row.id),
+                "run_id": str(row.run_id),
+                "attempt": row.attempt,
+                "queue": row.queue,
                 "state": row.state.value,
             },
         )
@@ -421,6 +424,13 @@ def call_on_settled(
     )
     logger.error(
         "jobs.on-settled.failed",
-        extra={"job": job, "job_id": str(settled.job_id), "code": failure.code},
+        extra={
+            "job": job,
+            "job_id": str(settled.job_id),
+            "run_id": str(settled.run_id),
+            "attempt": settled.attempt,
+            "code": failure.code,
+            "error": f"{type(last).__name__}: {last}"[:MAX_ERROR_TEXT],
+        },
         exc_info=last,
     )

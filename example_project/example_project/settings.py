@@ -85,7 +85,12 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        # The app's records carry their details (job, job_id, attempt, code,
+        # error...) as attributes: this formatter prints them after the event.
+        "plain": {
+            "()": "django_ultimate_jobs.logging.ConsoleFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        },
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": "plain"},

@@ -22,7 +22,7 @@ from tests.jobsapp.jobs import effect, poison, steady, write_after
 from tests.jobsapp.models import Effect
 from tests.support.backends import terminate_backends, wait_for_backends
 from tests.support.waiting import wait_until
-from tests.support.workers import database_url
+from tests.support.workers import assert_recovered_quietly, database_url
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -97,13 +97,7 @@ def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
             PICKUP_S,
             message=worker.tail,
         )
-    log = worker.output()
-    assert "jobs.wake.unverified" not in log
-    assert "settle-failed" not in log and "tick-failed" not in log
-    assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
-    # A failed lease renewal is not another holder.
-    assert "leadership-lost" not in log
-    assert worker.alive()
+    assert_recovered_quietly(worker)
 
 
 def test_every_backend_terminated_at_once_settles_every_later_job_first_time(fleet):

@@ -9,10 +9,14 @@ on short leases:
 - ``UJ_POLL`` (default ``50ms``) and ``UJ_IDLE_POLL_MAX`` (default
   ``200ms``); an empty value keeps the package default (the wake test);
 - ``UJ_CLAIM_BATCH`` (default: the package's);
+- ``UJ_METRICS_INTERVAL`` (default: the package's);
 - ``UJ_LIMITS``: ``ULTIMATE_JOBS["LIMITS"]`` as JSON (default: none);
 - ``UJ_WEBHOOK_LOOPBACK``: let the webhook sender reach 127.0.0.0/8 over http.
 - ``UJ_REDIS_URL`` and ``UJ_REDIS_PREFIX``: the Redis driver on that server
-  and key prefix (default: the PostgreSQL driver).
+  and key prefix (default: the PostgreSQL driver); ``UJ_REDIS_SENTINELS``
+  (``host:port`` comma-separated) with ``UJ_REDIS_SERVICE``, and
+  ``UJ_REDIS_WAIT_REPLICAS`` with ``UJ_REDIS_WAIT_TIMEOUT``: its keys of
+  the same names.
 """
 
 import json
@@ -33,6 +37,7 @@ def _timings() -> dict[str, object]:
         "HEARTBEAT_INTERVAL": os.environ.get("UJ_HEARTBEAT", ""),
         "POLL_INTERVAL": os.environ.get("UJ_POLL", "50ms"),
         "IDLE_POLL_MAX": os.environ.get("UJ_IDLE_POLL_MAX", "200ms"),
+        "METRICS_INTERVAL": os.environ.get("UJ_METRICS_INTERVAL", ""),
     }
     values.update({key: value for key, value in optional.items() if value})
     if os.environ.get("UJ_LIMITS"):
@@ -47,6 +52,12 @@ def _timings() -> dict[str, object]:
         values["DRIVER"] = "redis"
         values["REDIS_URL"] = os.environ["UJ_REDIS_URL"]
         values["REDIS_PREFIX"] = os.environ["UJ_REDIS_PREFIX"]
+        if os.environ.get("UJ_REDIS_SENTINELS"):
+            values["REDIS_SENTINELS"] = os.environ["UJ_REDIS_SENTINELS"].split(",")
+            values["REDIS_SENTINEL_SERVICE"] = os.environ["UJ_REDIS_SERVICE"]
+        if os.environ.get("UJ_REDIS_WAIT_REPLICAS"):
+            values["REDIS_WAIT_REPLICAS"] = int(os.environ["UJ_REDIS_WAIT_REPLICAS"])
+            values["REDIS_WAIT_TIMEOUT"] = os.environ["UJ_REDIS_WAIT_TIMEOUT"]
     return values
 
 
@@ -57,7 +68,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "extras": {
-            "()": "tests.support.logfmt.ExtrasFormatter",
+            # The app's console formatter: each record's details after it.
+            "()": "django_ultimate_jobs.logging.ConsoleFormatter",
             "format": "%(asctime)s %(levelname)s %(threadName)s %(message)s",
         }
     },

@@ -56,3 +56,29 @@ class TestRedisDriver(DriverConformance):
             return buckets
 
         return read
+
+
+@pytest.fixture(scope="class")
+def replicated_url():
+    """A primary of the tests' own with one replica confirming its writes."""
+    from tests.support.redis import own_redis, wait_for_replicas
+
+    with (
+        own_redis() as primary,
+        own_redis("--replicaof", "127.0.0.1", str(primary.port)),
+    ):
+        wait_for_replicas(primary.url, 1)
+        yield primary.url
+
+
+class TestRedisDriverWaitingForAReplica(TestRedisDriver):
+    """Every conformance check again with ``REDIS_WAIT_REPLICAS = 1``: each
+    script followed by ``WAIT`` in one pipeline answers as without it."""
+
+    @pytest.fixture
+    def driver(self, clock, replicated_url):
+        driver = RedisDriver(
+            replicated_url, prefix=fresh_prefix(), clock=clock, wait_replicas=1
+        )
+        yield driver
+        driver.close()

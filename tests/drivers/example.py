@@ -31,6 +31,7 @@ from django_ultimate_jobs.drivers.base import (
     ClaimIdentity,
     ClaimOptions,
     ClaimResult,
+    CounterBucket,
     CounterTotal,
     Enqueued,
     EnqueueRequest,
@@ -185,6 +186,10 @@ class ExampleDriver(BaseDriver):
     def counter_totals(self, since: datetime) -> list[CounterTotal]:
         """Per job name, the counters from ``since`` on."""
         return self.store.counter_totals(since)
+
+    def counter_buckets(self, since: datetime) -> list[CounterBucket]:
+        """Every counter bucket from ``since`` on."""
+        return self.store.counter_buckets(since)
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause a queue."""

@@ -46,12 +46,29 @@ def _record(ctx, kind: str) -> None:
 
 
 @job(name="tests.effect", retry=Retry(attempts=5, delay="100ms"))
-def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None):
-    """Record one effect, then (optionally) wait cooperatively."""
+def effect(ctx, *, sleep_ms: int = 0, tag: str | None = None, progress: bool = False):
+    """Record one effect, then (optionally) report progress (a write to the
+    job store from the body's thread) and wait cooperatively."""
     _record(ctx, "run")
+    if progress:
+        ctx.progress(1, 1)
     if sleep_ms:
         ctx.cancellation.wait(sleep_ms / 1000)
         ctx.cancellation.raise_if_cancelled()
+
+
+@job(name="tests.fan_out", retry=Retry(attempts=3, delay="100ms"))
+def fan_out(ctx, *, tags: list[str]):
+    """Enqueue an ``effect`` per tag in one transaction; answer their ids.
+
+    On a driver that cannot join the transaction (Redis) the children go
+    through the outbox, published by this worker's relay after the commit.
+    """
+    from django.db import transaction
+
+    with transaction.atomic():
+        children = [effect.enqueue(tag=tag) for tag in tags]
+    return [str(child.id) for child in children]
 
 
 @job(name="tests.slow", retry=Retry(attempts=3, delay="100ms"))
@@ -124,6 +141,18 @@ def fail_once(ctx, **input):
     return {"attempt": ctx.attempt}
 
 
+class AppBroken(Exception):
+    """An app's own coded error: any exception with an ``X_...`` code counts."""
+
+    code = "X_APP_BROKEN"
+
+
+@job(name="tests.always_fail", retry=Retry(attempts=2, delay="100ms", jitter="none"))
+def always_fail(ctx, **input):
+    """Fail every attempt with a coded error (two attempts, then dead)."""
+    raise AppBroken("the gateway said no\nsecond line")
+
+
 @job(name="tests.atomic_steps", retry=Retry(attempts=5, delay="100ms"))
 def atomic_steps(ctx, *, order: str):
     """Two atomic steps, each writing effect rows in its own transaction."""
@@ -143,6 +172,23 @@ def atomic_steps(ctx, *, order: str):
     first = ctx.step.run("reserve", write, f"reserve:{order}", atomic=True)
     second = ctx.step.run("charge", write, f"charge:{order}", atomic=True)
     return [first, second]
+
+
+class CardDeclined(Exception):
+    """An app's own coded error (``code_of`` reads any ``X_`` code)."""
+
+    code = "X_CARD_DECLINED"
+
+
+@job(name="tests.traced_steps", retry=Retry(attempts=3, delay="100ms", jitter="none"))
+def traced_steps(ctx, *, order: str):
+    """A step, then a failure on the first attempt; the retry replays the
+    step and runs a second one (tests/test_tracing.py, acceptance/test_traces.py)."""
+    ctx.step.run("reserve", lambda: f"reserve:{order}")
+    if ctx.attempt == 1:
+        raise CardDeclined(f"card declined for {order} (first attempt)")
+    ctx.step.run("charge", lambda: f"charge:{order}")
+    return {"attempt": ctx.attempt}
 
 
 # -- a cron task for the scheduler's acceptance tests ---------------------------

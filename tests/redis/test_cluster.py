@@ -31,3 +31,21 @@ def test_queues_land_in_different_slots_and_each_script_in_one(redis_driver):
 
 def _keyslot(prefix: str) -> str:
     return prefix[prefix.index("{") + 1 : prefix.index("}")]
+
+
+def test_wait_for_replicas_is_refused_on_a_cluster(redis_url, prefix):
+    """A cluster client cannot send ``WAIT`` on the connection that ran the
+    script: ``REDIS_WAIT_REPLICAS`` is refused there, with a code (on a
+    standalone server the driver is built)."""
+    from django_ultimate_jobs.drivers.redis import RedisDriver
+    from django_ultimate_jobs.errors import SettingsInvalid
+
+    probe = RedisDriver(redis_url, prefix=prefix)
+    cluster = probe.store.cluster
+    probe.close()
+    if not cluster:
+        RedisDriver(redis_url, prefix=prefix, wait_replicas=1).close()
+        return
+    with pytest.raises(SettingsInvalid) as refused:
+        RedisDriver(redis_url, prefix=prefix, wait_replicas=1)
+    assert refused.value.meta == {"key": "REDIS_WAIT_REPLICAS"}

@@ -11,7 +11,12 @@ import pytest
 from django.core.management import call_command
 from django.urls import reverse
 
-from django_ultimate_jobs.drivers.base import ClaimOptions, EnqueueRequest, NackRequest
+from django_ultimate_jobs.drivers.base import (
+    AckRequest,
+    ClaimOptions,
+    EnqueueRequest,
+    NackRequest,
+)
 
 pytestmark = pytest.mark.redis
 
@@ -47,6 +52,27 @@ def test_admin_pages_on_redis(admin_client, redis_driver):
     for slug in ("workers", "leases", "cron_tasks", "dashboard"):
         got = admin_client.get(reverse(f"admin:ultimate_jobs_job_{slug}"))
         assert got.status_code == 200, slug
+
+
+@pytest.mark.django_db
+def test_dashboard_charts_on_redis(admin_client, redis_driver):
+    """The dashboard's charts read Redis' counters, per queue: one dead on
+    ``ops``, two done on ``mail`` (each with a pickup latency sample)."""
+    _dead(redis_driver, "redis.chart")
+    for _ in range(2):
+        redis_driver.enqueue(EnqueueRequest(name="redis.chart", input={}, queue="mail"))
+    claimed = redis_driver.claim(
+        ClaimOptions(queues=["mail"], limit=2, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert redis_driver.ack_many(
+        [AckRequest(job_id=job.id, identity=job.identity) for job in claimed]
+    ) == [True, True]
+    url = reverse("admin:ultimate_jobs_job_dashboard")
+    every = admin_client.get(url).text
+    assert 'data-done="2" data-retried="0" data-failed="0" data-dead="1"' in every
+    assert 'data-pickups="3"' in every
+    mail = admin_client.get(url, {"queue": "mail", "span": "day"}).text
+    assert 'data-done="2" data-retried="0" data-failed="0" data-dead="0"' in mail
 
 
 @pytest.mark.django_db

@@ -60,13 +60,47 @@ def test_the_alias_and_its_settings_build_the_driver(settings, redis_url, prefix
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("REDIS_URL", "http://localhost"), ("REDIS_URL", 6379), ("REDIS_PREFIX", "a{b}")],
+    [
+        ("REDIS_URL", "http://localhost"),
+        ("REDIS_URL", 6379),
+        ("REDIS_PREFIX", "a{b}"),
+        ("REDIS_SENTINELS", "10.0.0.1:26379"),
+        ("REDIS_SENTINELS", []),
+        ("REDIS_SENTINELS", ["10.0.0.1"]),
+        ("REDIS_SENTINELS", ["10.0.0.1:99999"]),
+        ("REDIS_SENTINEL_SERVICE", ""),
+        ("REDIS_WAIT_REPLICAS", -1),
+        ("REDIS_WAIT_REPLICAS", True),
+        ("REDIS_WAIT_REPLICAS", "1"),
+        ("REDIS_WAIT_TIMEOUT", 0),
+        ("REDIS_WAIT_TIMEOUT", "soon"),
+    ],
 )
 def test_bad_settings_are_refused_with_a_code(settings, key, value):
     settings.ULTIMATE_JOBS = {"DRIVER": "redis", key: value}
     with pytest.raises(SettingsInvalid) as refused:
         get_driver()
     assert refused.value.code == "X_SETTINGS_INVALID" and key in refused.value.cause
+
+
+def test_sentinels_without_a_service_name_are_refused_with_a_code(settings):
+    settings.ULTIMATE_JOBS = {"DRIVER": "redis", "REDIS_SENTINELS": ["127.0.0.1:1"]}
+    with pytest.raises(SettingsInvalid) as refused:
+        get_driver()
+    assert refused.value.meta == {"key": "REDIS_SENTINEL_SERVICE"}
+
+
+def test_wait_settings_reach_the_store(settings, redis_url, prefix):
+    settings.ULTIMATE_JOBS = {
+        "DRIVER": "redis",
+        "REDIS_URL": redis_url,
+        "REDIS_PREFIX": prefix,
+        "REDIS_WAIT_REPLICAS": 0,
+        "REDIS_WAIT_TIMEOUT": "250ms",
+    }
+    driver = get_driver()
+    assert (driver.store.wait_replicas, driver.store.wait_timeout_ms) == (0, 250)
+    driver.close()
 
 
 def test_redis_keys_are_unknown_to_another_driver(settings):

@@ -22,7 +22,14 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["RedisServer", "drop_prefix", "fresh_prefix", "redis_url", "require_redis"]
+__all__ = [
+    "RedisSentinel",
+    "RedisServer",
+    "drop_prefix",
+    "fresh_prefix",
+    "redis_url",
+    "require_redis",
+]
 
 
 def redis_url() -> str:
@@ -77,18 +84,46 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def _binary() -> str:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed (apt-get install redis-server)")
+    return binary
+
+
+def _wait_for_ping(port: int, process: subprocess.Popen[bytes]) -> None:
+    import redis
+
+    deadline = time.monotonic() + 15
+    client = redis.Redis(port=port, socket_connect_timeout=0.5)
+    try:
+        while True:
+            try:
+                if client.ping():
+                    return
+            except (
+                redis.exceptions.ConnectionError,
+                redis.exceptions.BusyLoadingError,
+            ):
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise
+                time.sleep(0.05)
+    finally:
+        client.close()
+
+
 class RedisServer:
     """A ``redis-server`` of the test's own, with AOF on (``appendfsync
     everysec``), that the test may stop, kill and start again on the same
-    port and data directory."""
+    port and data directory. It reads a config file of its own (empty but
+    for what ``CONFIG REWRITE`` writes: a Sentinel reconfiguring it)."""
 
     def __init__(self, *extra: str) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        self.binary = binary
+        self.binary = _binary()
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="uj-redis-"))
+        self.config = self.dir / "redis.conf"
+        self.config.write_text("")
         self.extra = extra
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -98,11 +133,10 @@ class RedisServer:
 
     def start(self) -> None:
         """Start (or restart) the server and wait until it answers."""
-        import redis
-
         self.process = subprocess.Popen(
             [
                 self.binary,
+                str(self.config),
                 "--port",
                 str(self.port),
                 "--bind",
@@ -120,20 +154,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 15
-        client = redis.Redis(port=self.port, socket_connect_timeout=0.5)
-        while True:
-            try:
-                if client.ping():
-                    break
-            except (
-                redis.exceptions.ConnectionError,
-                redis.exceptions.BusyLoadingError,
-            ):
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise
-                time.sleep(0.05)
-        client.close()
+        _wait_for_ping(self.port, self.process)
 
     def stop(self, *, kill: bool = False) -> None:
         """Stop the server (SIGKILL with ``kill``) and wait for it."""
@@ -154,6 +175,45 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class RedisSentinel(RedisServer):
+    """A Redis Sentinel of the test's own watching ``service`` at
+    ``primary_port``: quorum 1, the primary down after 2 s (1 s failed over
+    a primary merely slow on a loaded machine), so killing it fails over to
+    its most advanced replica within a few seconds."""
+
+    def __init__(self, primary_port: int, service: str = "uj") -> None:
+        super().__init__()
+        self.service = service
+        self.config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+            f"logfile {self.dir / 'sentinel.log'}\n"
+            f"sentinel monitor {service} 127.0.0.1 {primary_port} 1\n"
+            f"sentinel down-after-milliseconds {service} 2000\n"
+            f"sentinel failover-timeout {service} 10000\n"
+            f"sentinel parallel-syncs {service} 4\n"
+        )
+
+    def start(self) -> None:
+        """Start the Sentinel and wait until it answers."""
+        self.process = subprocess.Popen(
+            [self.binary, str(self.config), "--sentinel"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        _wait_for_ping(self.port, self.process)
+
+    def primary_port(self) -> int:
+        """The port of the primary the Sentinel names now."""
+        import redis
+
+        client = redis.Redis(port=self.port, decode_responses=True)
+        try:
+            _, port = client.sentinel_get_master_addr_by_name(self.service)
+        finally:
+            client.close()
+        return int(port)
+
+
 @contextlib.contextmanager
 def own_redis(*extra: str) -> Iterator[RedisServer]:
     """A started :class:`RedisServer`, closed after the block."""
@@ -163,3 +223,24 @@ def own_redis(*extra: str) -> Iterator[RedisServer]:
         yield server
     finally:
         server.close()
+
+
+def wait_for_replicas(url: str, count: int, timeout: float = 30.0) -> None:
+    """Wait until ``count`` replicas of the primary at ``url`` confirm a
+    write (``WAIT``): connected is not enough, a replica just synced takes
+    seconds more before it acknowledges."""
+    import redis
+
+    from tests.support.waiting import wait_until
+
+    client = redis.Redis.from_url(url)
+    try:
+
+        def confirmed() -> bool:
+            client.set("uj-test-replication-probe", "1")
+            return int(client.wait(count, 100)) >= count
+
+        wait_until(confirmed, timeout)
+        client.delete("uj-test-replication-probe")
+    finally:
+        client.close()

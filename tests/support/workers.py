@@ -29,6 +29,7 @@ __all__ = [
     "REPO_ROOT",
     "WorkerFleet",
     "WorkerProcess",
+    "assert_recovered_quietly",
     "database_url",
     "django_command",
     "subprocess_env",
@@ -255,3 +256,15 @@ def start_worker_thread(worker: Any, name: str = "worker") -> threading.Thread:
     thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     return thread
+
+
+def assert_recovered_quietly(worker: WorkerProcess) -> None:
+    """After one role lost its connection: the worker lives, logged the
+    outage at most once each way, and lost no settle, tick, wake proof or
+    leadership over it (a failed lease renewal is not another holder)."""
+    log = worker.output()
+    assert "jobs.wake.unverified" not in log
+    assert "settle-failed" not in log and "tick-failed" not in log
+    assert log.count("jobs.db.lost") <= 1 and log.count("jobs.db.recovered") <= 1
+    assert "leadership-lost" not in log
+    assert worker.alive()

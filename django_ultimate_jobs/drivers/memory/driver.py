@@ -43,6 +43,7 @@ from ..base import (
     ClaimIdentity,
     ClaimOptions,
     ClaimResult,
+    CounterBucket,
     CounterTotal,
     Enqueued,
     EnqueueRequest,
@@ -70,6 +71,7 @@ from .rows import (
     bounded_stack,
     dump_json,
     matches,
+    pickup_ms,
     queue_stats,
     result_json,
     truncate_ms,
@@ -299,7 +301,7 @@ class MemoryDriver(BaseDriver):
         row.visible_at = row.claimed_by = row.last_error_stack = None
         row.last_error = LEASE_LAPSED_FINAL_ATTEMPT
         row.updated_at = now
-        add_to_bucket(self._counters, row.name, now, **{state.value: 1})
+        add_to_bucket(self._counters, row, now, **{state.value: 1})
         return row.record()
 
     def ack_many(self, requests: Sequence[AckRequest]) -> list[bool]:
@@ -322,10 +324,12 @@ class MemoryDriver(BaseDriver):
                 if request.counted:
                     add_to_bucket(
                         self._counters,
-                        row.name,
+                        row,
                         now,
                         done=1,
                         duration_ms=request.duration_ms,
+                        pickups=1,
+                        pickup_ms=pickup_ms(row),
                     )
         # One UPDATE settles a row once: a repeated id answers like its first.
         return [request.job_id in landed for request in requests]
@@ -340,6 +344,8 @@ class MemoryDriver(BaseDriver):
             if row is None or not row.owned_by(identity.worker_id, identity.claim):
                 return False
             self._free_slot(row)
+            # Measured before the hand-back moves run_at.
+            pickup = pickup_ms(row)
             if request.counts_as_attempt:
                 row.add_history(now, row.claimed_by, request.error)
             self._jobs.move(row, state)
@@ -362,9 +368,11 @@ class MemoryDriver(BaseDriver):
             if outcome is not None:
                 add_to_bucket(
                     self._counters,
-                    row.name,
+                    row,
                     now,
                     duration_ms=request.duration_ms,
+                    pickups=1,
+                    pickup_ms=pickup,
                     **{outcome: 1},
                 )
         return True
@@ -444,14 +452,18 @@ class MemoryDriver(BaseDriver):
 
     def counters(self, job: str) -> dict[tuple[int, datetime], dict[str, int]]:
         """That job's counter buckets, keyed (width ms, start), oldest first."""
+        buckets: dict[tuple[int, datetime], dict[str, int]] = {}
         with self._lock:
-            return {
-                (width, start): dict(counts)
-                for (name, width, start), counts in sorted(
-                    self._counters.items(), key=lambda item: item[0][2]
-                )
-                if name == job
-            }
+            for (name, width, start, _queue), counts in sorted(
+                self._counters.items(), key=lambda item: item[0][2]
+            ):
+                if name == job:
+                    bucket = buckets.setdefault(
+                        (width, start), dict.fromkeys(counts, 0)
+                    )
+                    for field_name, value in counts.items():
+                        bucket[field_name] += value
+        return buckets
 
     # -- operator verbs ------------------------------------------------------
 
@@ -624,12 +636,24 @@ class MemoryDriver(BaseDriver):
         """Per job name, the counter buckets from ``since`` on, summed."""
         totals: dict[str, dict[str, int]] = {}
         with self._lock:
-            for (job, _width, start), counts in self._counters.items():
+            for (job, _width, start, _queue), counts in self._counters.items():
                 if start >= since:
                     total = totals.setdefault(job, dict.fromkeys(counts, 0))
                     for field_name, value in counts.items():
                         total[field_name] += value
         return [CounterTotal(job=job, **totals[job]) for job in sorted(totals)]
+
+    def counter_buckets(self, since: datetime) -> list[CounterBucket]:
+        """Every counter bucket from ``since`` on (start, job, queue order)."""
+        with self._lock:
+            picked = [
+                CounterBucket(
+                    job=job, queue=queue, width_ms=width, start=start, **counts
+                )
+                for (job, width, start, queue), counts in self._counters.items()
+                if start >= since
+            ]
+        return sorted(picked, key=lambda b: (b.start, b.job, b.queue, b.width_ms))
 
     def pause_queue(self, queue: str) -> list[PausedName]:
         """Pause ``queue`` (the first pause's time is kept); answers the list."""

@@ -18,6 +18,7 @@ from uuid import UUID
 from ...states import LIVE_STATES, JobState, parse_state
 from ...validation import json_text
 from ..base import (
+    COUNTER_FIELDS,
     MAX_ERROR_STACK_LENGTH,
     ClaimedJob,
     JobFilter,
@@ -27,7 +28,6 @@ from ..base import (
 )
 
 __all__ = [
-    "COUNTER_FIELDS",
     "MINUTE_MS",
     "CounterKey",
     "JobRow",
@@ -40,6 +40,7 @@ __all__ = [
     "fold_counters",
     "load_json",
     "matches",
+    "pickup_ms",
     "queue_stats",
     "result_json",
     "truncate_ms",
@@ -48,12 +49,11 @@ __all__ = [
 MINUTE_MS = 60_000
 _FIVE_MINUTES_MS = 300_000
 _HOUR_MS = 3_600_000
-COUNTER_FIELDS = ("done", "retried", "failed", "dead", "duration_ms")
 # The Postgres driver's MAX_WORKER_IN_FLIGHT: a registry row is a summary.
 _MAX_IN_FLIGHT = 100
 
-CounterKey = tuple[str, int, datetime]
-"""A counter bucket: (job name, bucket width in ms, bucket start)."""
+CounterKey = tuple[str, int, datetime, str]
+"""A counter bucket: (job name, bucket width in ms, bucket start, queue)."""
 
 _WAITING = frozenset({JobState.READY, JobState.DELAYED})
 _COUNTED = frozenset(
@@ -198,6 +198,7 @@ class JobRow:
             enqueued_by=self.enqueued_by,
             traceparent=self.traceparent,
             claimed_at=self.claimed_at,
+            run_at=self.run_at,
         )
 
 
@@ -393,11 +394,18 @@ def _age_ms(age: timedelta) -> int:
 
 
 def add_to_bucket(
-    buckets: dict[CounterKey, dict[str, int]], job: str, now: datetime, **deltas: int
+    buckets: dict[CounterKey, dict[str, int]], row: JobRow, now: datetime, **deltas: int
 ) -> None:
-    """Upsert the job's current 1-minute bucket, adding ``deltas``."""
+    """Upsert the row's job and queue's current 1-minute bucket, adding ``deltas``."""
     start = now.replace(second=0, microsecond=0)
-    _add(buckets, (job, MINUTE_MS, start), deltas)
+    _add(buckets, (row.name, MINUTE_MS, start, row.queue), deltas)
+
+
+def pickup_ms(row: JobRow) -> int:
+    """The claimed row's pickup latency: from due (``run_at``) to claimed."""
+    if row.claimed_at is None:
+        return 0
+    return _age_ms(max(row.claimed_at - row.run_at, timedelta(0)))
 
 
 def fold_counters(buckets: dict[CounterKey, dict[str, int]], now: datetime) -> int:
@@ -410,13 +418,13 @@ def fold_counters(buckets: dict[CounterKey, dict[str, int]], now: datetime) -> i
     fives = _older(buckets, _FIVE_MINUTES_MS, now - timedelta(days=7))
     hours = _older(buckets, _HOUR_MS, now - timedelta(days=30))
     for key in minutes:
-        job, _, start = key
+        job, _, start, queue = key
         five = start.replace(minute=start.minute - start.minute % 5, second=0)
-        _add(buckets, (job, _FIVE_MINUTES_MS, five), buckets.pop(key))
+        _add(buckets, (job, _FIVE_MINUTES_MS, five, queue), buckets.pop(key))
     for key in fives:
-        job, _, start = key
+        job, _, start, queue = key
         hour = start.replace(minute=0, second=0, microsecond=0)
-        _add(buckets, (job, _HOUR_MS, hour), buckets.pop(key))
+        _add(buckets, (job, _HOUR_MS, hour, queue), buckets.pop(key))
     for key in hours:
         del buckets[key]
     return len(minutes) + len(fives) + len(hours)

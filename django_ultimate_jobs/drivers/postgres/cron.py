@@ -60,6 +60,7 @@ class PostgresCron:
                 "run_at": r.run_at.isoformat() if r.run_at else None,
                 "tenant_id": r.tenant_id,
                 "enqueued_by": r.enqueued_by,
+                "traceparent": r.traceparent,
                 "concurrency_key": r.concurrency_key,
                 "concurrency_limit": r.concurrency_limit,
             }

@@ -44,6 +44,7 @@ from ..base import (
     ClaimIdentity,
     ClaimOptions,
     ClaimResult,
+    CounterBucket,
     CounterTotal,
     Enqueued,
     EnqueueRequest,
@@ -84,6 +85,7 @@ from .params import (
 from .prepare import EXPLICIT_PREPARE_ONLY, prepare_explicit_only
 from .rows import (
     CLAIM,
+    COUNTER_BUCKET_COLUMNS,
     COUNTER_TOTAL_COLUMNS,
     STATS_COLUMNS,
     WORKER_COLUMNS,
@@ -646,6 +648,13 @@ class PostgresDriver(BaseDriver):
         return [
             CounterTotal(**named(COUNTER_TOTAL_COLUMNS, row))
             for row in self._rows("counter_totals", {"since": since})
+        ]
+
+    def counter_buckets(self, since: datetime) -> list[CounterBucket]:
+        """Every counter bucket from ``since`` on (start, job, queue order)."""
+        return [
+            CounterBucket(**named(COUNTER_BUCKET_COLUMNS, row))
+            for row in self._rows("counter_buckets", {"since": since})
         ]
 
     def pause_queue(self, queue: str) -> list[PausedName]:

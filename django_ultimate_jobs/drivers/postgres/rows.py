@@ -31,6 +31,7 @@ from .jsonb import loads
 __all__ = [
     "CLAIM",
     "CLAIM_COLUMNS",
+    "COUNTER_BUCKET_COLUMNS",
     "COUNTER_TOTAL_COLUMNS",
     "EVENT_COLUMNS",
     "JOB_COLUMNS",
@@ -113,8 +114,13 @@ STATS_COLUMNS = (
 )
 """job_stats: one queue's six exclusive buckets and its oldest due row's age."""
 
-COUNTER_TOTAL_COLUMNS = ("job", "done", "retried", "failed", "dead", "duration_ms")
+_COUNTS = ("done", "retried", "failed", "dead", "duration_ms", "pickups", "pickup_ms")
+
+COUNTER_TOTAL_COLUMNS = ("job", *_COUNTS)
 """counter_totals: one job name's buckets, summed."""
+
+COUNTER_BUCKET_COLUMNS = ("job", "queue", "width_ms", "start", *_COUNTS)
+"""counter_buckets: one bucket of a job name on a queue."""
 
 WORKER_COLUMNS = (
     "id",

@@ -45,12 +45,18 @@ from ..base import (
 )
 from ..basedriver import BaseDriver
 from ..features import DriverFeatures
-from .client import connect
+from .client import Endpoint, connect
 from .cron import RedisCron
 from .leases import RedisLeases
 from .listener import RedisWakeListener
 from .maintenance import RedisMaintenance
 from .operator import OperatorVerbs
+from .options import (
+    DEFAULT_PREFIX,
+    DEFAULT_URL,
+    DEFAULT_WAIT_TIMEOUT_MS,
+)
+from .options import settings_keys as option_keys
 from .rows import claimed, from_us, opt, pairs, record, to_us
 from .sessions import RedisConnectivity
 from .steps import RedisEvents, RedisSteps
@@ -63,46 +69,6 @@ if TYPE_CHECKING:
     from ..sessions import WakeListener
 
 __all__ = ["RedisDriver"]
-
-DEFAULT_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_PREFIX = "uj"
-
-
-def _url(key: str, value: Any) -> Any:
-    if not isinstance(value, str) or not value.startswith(
-        ("redis://", "rediss://", "unix://")
-    ):
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS[{key!r}] must be a redis://, rediss:// or unix:// URL",
-            fix=f'ULTIMATE_JOBS["{key}"] = "{DEFAULT_URL}"',
-            meta={"key": key},
-        )
-    return value
-
-
-def _prefix(key: str, value: Any) -> Any:
-    if (
-        not isinstance(value, str)
-        or not value
-        or len(value) > 64
-        or any(c in value for c in "{}: \n")
-    ):
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS[{key!r}] must be 1 to 64 characters without braces, "
-            "colons or spaces",
-            fix=f'ULTIMATE_JOBS["{key}"] = "{DEFAULT_PREFIX}"',
-            meta={"key": key},
-        )
-    return value
-
-
-def _settings_keys() -> dict[str, Kind]:
-    from ...conf import Kind
-
-    return {
-        "REDIS_URL": Kind("a redis://, rediss:// or unix:// URL", _url),
-        "REDIS_PREFIX": Kind("a key prefix without braces or colons", _prefix),
-    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +92,7 @@ class RedisDriver(OperatorVerbs, BaseDriver):
     """Pub/sub wake-ups and many processes; no Django transaction to join
     (an enqueue inside ``transaction.atomic()`` goes through the outbox), no
     atomic steps, no slot hand-over, no model tables."""
-    settings_keys: ClassVar[Mapping[str, Kind]] = _settings_keys()
+    settings_keys: ClassVar[Mapping[str, Kind]] = option_keys()
 
     def __init__(
         self,
@@ -134,11 +100,46 @@ class RedisDriver(OperatorVerbs, BaseDriver):
         *,
         prefix: str = DEFAULT_PREFIX,
         clock: Clock = system_clock,
+        sentinels: Sequence[tuple[str, int]] = (),
+        service: str = "",
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = DEFAULT_WAIT_TIMEOUT_MS,
     ) -> None:
-        client, cluster = connect(url)
+        """``url`` (or, with ``sentinels``, the primary the Sentinels name
+        ``service``: the URL gives its database, password and scheme);
+        ``wait_replicas``: ``WAIT`` after every script (docs/howto/redis.md).
+
+        Raises:
+            SettingsInvalid: Sentinels without a service name, or
+                ``wait_replicas`` on a Redis Cluster.
+        """
+        if sentinels and not service:
+            raise SettingsInvalid(
+                'ULTIMATE_JOBS["REDIS_SENTINELS"] needs REDIS_SENTINEL_SERVICE, '
+                "the name the Sentinels monitor the primary under",
+                fix='ULTIMATE_JOBS["REDIS_SENTINEL_SERVICE"] = "mymaster"',
+                meta={"key": "REDIS_SENTINEL_SERVICE"},
+            )
+        endpoint = Endpoint(url, tuple(sentinels), service)
+        client, cluster = connect(endpoint)
+        if cluster and wait_replicas:
+            client.close()
+            raise SettingsInvalid(
+                'ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"] is not supported on a Redis '
+                "Cluster (a cluster client cannot send WAIT on the connection "
+                "that ran the script)",
+                fix='remove ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"]',
+                meta={"key": "REDIS_WAIT_REPLICAS"},
+            )
         self.clock = clock
         self.store = RedisStore(
-            client, url=url, prefix=prefix, clock=clock, cluster=cluster
+            client,
+            endpoint=endpoint,
+            prefix=prefix,
+            clock=clock,
+            cluster=cluster,
+            wait_replicas=wait_replicas,
+            wait_timeout_ms=wait_timeout_ms,
         )
         self.sessions = RedisConnectivity(self.store)
         self.steps = RedisSteps(self.store)
@@ -149,11 +150,15 @@ class RedisDriver(OperatorVerbs, BaseDriver):
 
     @classmethod
     def from_settings(cls, settings: JobsSettings) -> RedisDriver:
-        """The driver ``REDIS_URL`` and ``REDIS_PREFIX`` describe."""
+        """The driver the ``REDIS_*`` keys describe."""
         options = settings.driver_options
         return cls(
             options.get("REDIS_URL", DEFAULT_URL),
             prefix=options.get("REDIS_PREFIX", DEFAULT_PREFIX),
+            sentinels=options.get("REDIS_SENTINELS", ()),
+            service=options.get("REDIS_SENTINEL_SERVICE", ""),
+            wait_replicas=options.get("REDIS_WAIT_REPLICAS", 0),
+            wait_timeout_ms=options.get("REDIS_WAIT_TIMEOUT", DEFAULT_WAIT_TIMEOUT_MS),
         )
 
     def now(self) -> datetime:

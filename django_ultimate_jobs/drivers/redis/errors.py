@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ...errors import JobsError, RetryClass
 
-__all__ = ["RedisClientMissing", "RedisQueuePinned"]
+__all__ = ["RedisClientMissing", "RedisNotReplicated", "RedisQueuePinned"]
 
 
 class RedisClientMissing(JobsError):
@@ -26,3 +26,20 @@ class RedisQueuePinned(JobsError):
 
     code = "X_REDIS_QUEUE_PINNED"
     retry_class = RetryClass.NOT_IN_JOB
+
+
+class RedisNotReplicated(JobsError):
+    """A write fewer replicas confirmed than ``REDIS_WAIT_REPLICAS`` asks.
+
+    The primary has it (Redis cannot take a write back): the job may run,
+    or be lost if the primary fails before a replica copies it. Raised by
+    ``enqueue()`` and by a worker's claim (which then runs nothing it
+    claimed: the leases lapse and the jobs are claimed again).
+    """
+
+    code = "X_REDIS_NOT_REPLICATED"
+    retry_class = RetryClass.RETRYABLE
+    default_fix = (
+        "check the replicas (INFO replication); enqueue with an idempotency key "
+        "to retry without a second job"
+    )

@@ -113,7 +113,9 @@ class RedisWakeListener:
     def _session(self) -> None:
         store = self.store
         channel = store.layout.channel
-        client = store.client if store.cluster else session_client(store.url, self.name)
+        client = (
+            store.client if store.cluster else session_client(store.endpoint, self.name)
+        )
         self._pubsub = pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(channel)

@@ -25,7 +25,9 @@ from ...errors import (
 )
 from ...validation import storable_text
 from ..base import (
+    COUNTER_FIELDS,
     BulkResult,
+    CounterBucket,
     CounterTotal,
     JobFilter,
     JobRecord,
@@ -39,9 +41,7 @@ from .rows import from_us, opt, pairs, record, to_us
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["COUNTER_FIELDS", "OperatorVerbs"]
-
-COUNTER_FIELDS = ("done", "retried", "failed", "dead", "duration_ms")
+__all__ = ["OperatorVerbs"]
 
 
 class OperatorVerbs:
@@ -109,7 +109,7 @@ class OperatorVerbs:
     def counters(self, job: str) -> dict[tuple[int, datetime], dict[str, int]]:
         """That job's counter buckets, keyed (width ms, start), oldest first."""
         buckets: dict[tuple[int, datetime], dict[str, int]] = {}
-        for name, width, start, counts in self._buckets():
+        for name, _queue, width, start, counts in self._buckets():
             if name == job:
                 bucket = buckets.setdefault(
                     (width, start), dict.fromkeys(COUNTER_FIELDS, 0)
@@ -118,29 +118,45 @@ class OperatorVerbs:
                     bucket[field] += value
         return dict(sorted(buckets.items(), key=lambda item: item[0][1]))
 
-    def _buckets(self) -> list[tuple[str, int, datetime, dict[str, int]]]:
+    def _buckets(self) -> list[tuple[str, str, int, datetime, dict[str, int]]]:
+        # Each queue's hash holds that queue's buckets (name, width, start).
         store = self.store
         queues = store.queues()
         pipe = store.conn().pipeline(transaction=False)
         for queue in queues:
             pipe.hgetall(store.layout.queue(queue) + "k")
-        merged: dict[tuple[str, int, datetime], dict[str, int]] = defaultdict(dict)
-        for fields in pipe.execute():
+        merged: dict[tuple[str, str, int, datetime], dict[str, int]] = defaultdict(dict)
+        for queue, fields in zip(queues, pipe.execute(), strict=True):
             for key, value in fields.items():
                 name, width, start, field = key.split("\x1f")
-                counts = merged[(name, int(width), from_us(start))]
+                counts = merged[(name, queue, int(width), from_us(start))]
                 counts[field] = counts.get(field, 0) + int(value)
-        return [(n, w, s, counts) for (n, w, s), counts in merged.items()]
+        return [(n, q, w, s, counts) for (n, q, w, s), counts in merged.items()]
 
     def counter_totals(self, since: datetime) -> list[CounterTotal]:
         """Per job name, the counter buckets from ``since`` on, summed."""
         totals: dict[str, dict[str, int]] = {}
-        for name, _width, start, counts in self._buckets():
+        for name, _queue, _width, start, counts in self._buckets():
             if start >= since:
                 total = totals.setdefault(name, dict.fromkeys(COUNTER_FIELDS, 0))
                 for field, value in counts.items():
                     total[field] += value
         return [CounterTotal(job=job, **totals[job]) for job in sorted(totals)]
+
+    def counter_buckets(self, since: datetime) -> list[CounterBucket]:
+        """Every counter bucket from ``since`` on (start, job, queue order)."""
+        picked = [
+            CounterBucket(
+                job=name,
+                queue=queue,
+                width_ms=width,
+                start=start,
+                **{field: counts.get(field, 0) for field in COUNTER_FIELDS},
+            )
+            for name, queue, width, start, counts in self._buckets()
+            if start >= since
+        ]
+        return sorted(picked, key=lambda b: (b.start, b.job, b.queue, b.width_ms))
 
     # -- operator verbs ------------------------------------------------------
 

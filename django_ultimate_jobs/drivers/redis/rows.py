@@ -117,6 +117,7 @@ def claimed(row: Mapping[str, str], flags: Sequence[str]) -> ClaimedJob:
         enqueued_by=row.get("by"),
         traceparent=row.get("tp"),
         claimed_at=_maybe_time(row.get("cat")),
+        run_at=_maybe_time(row.get("at")),
         retaken=retaken,
         start_recorded=started,
         concurrency_key=row.get("ck"),

@@ -22,11 +22,18 @@ from typing import TYPE_CHECKING, Any
 from ..outage import DatabaseOutage, process_outage
 from ..sessions import DjangoConnectivity
 from .client import redis_module, session_client
+from .errors import RedisNotReplicated
 
 if TYPE_CHECKING:
     from .store import RedisStore
 
-__all__ = ["RedisConnectivity", "RedisSession", "is_unavailable", "role_name"]
+__all__ = [
+    "RedisConnectivity",
+    "RedisSession",
+    "drop_if_closed",
+    "is_unavailable",
+    "role_name",
+]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -41,21 +48,52 @@ def role_name(role: str, worker_id: str) -> str:
 _AWAY_TEXT = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
+def drop_if_closed(client: Any) -> None:
+    """Drop ``client``'s own connection if the server closed it (or sent
+    something unasked) while it was idle; the next call dials again.
+
+    What a connection pool does to a connection it hands out, done to a
+    role's connection, which is never handed out: without it the first call
+    after a ``CLIENT KILL`` (an idle-connection reaper, a failover) would
+    fail and count as an outage. No round trip: a poll of the socket.
+    """
+    connection = getattr(client, "connection", None)
+    if connection is None or getattr(connection, "_sock", None) is None:
+        return
+    try:
+        if not connection.can_read(timeout=0):
+            return
+    except Exception as error:  # closed by the server: can_read raises
+        logger.debug(
+            "jobs.db.stale-connection",
+            extra={"alias": "redis", "error": f"{type(error).__name__}: {error}"},
+        )
+    connection.disconnect()
+
+
 def is_unavailable(error: BaseException) -> bool:
     """Whether ``error`` says Redis cannot serve now (gone, loading, a
-    replica, a cluster without a slot's owner), not that a call is wrong."""
+    replica, a cluster without a slot's owner, replicas too far behind for
+    ``REDIS_WAIT_REPLICAS``), not that a call is wrong."""
+    if isinstance(error, RedisNotReplicated):
+        return True
     try:
         exceptions = redis_module().exceptions
     except Exception:  # no client: nothing of it can have failed
         return False
     if isinstance(error, exceptions.ConnectionError | exceptions.TimeoutError):
         return True
-    if isinstance(error, exceptions.ResponseError):
-        return str(error).startswith(_AWAY_TEXT)
+    if isinstance(error, exceptions.ResponseError) and str(error).startswith(
+        _AWAY_TEXT
+    ):
+        return True
+    # redis-py strips the code off the errors it has a class for (READONLY
+    # reads "You can't write against a read only replica."): by class.
     return type(error).__name__ in {
         "ClusterDownError",
         "TryAgainError",
         "MasterDownError",
+        "ReadOnlyError",
     }
 
 
@@ -74,14 +112,30 @@ class RedisSession:
         self._client: Any = None
 
     def bind(self) -> None:
-        """Give this thread a connection of its own (none on a cluster)."""
+        """Give this thread a connection of its own (none on a cluster).
+
+        The client connects at once: with Redis away (a worker started
+        during an outage or a failover) the loss is reported and the
+        thread's calls go through the shared pool until :meth:`refresh`
+        binds it, so the role waits its turn instead of dying.
+        """
         if self.store.cluster:
             return
-        self._client = session_client(self.store.url, self.name)
+        try:
+            self._client = session_client(self.store.endpoint, self.name)
+        except Exception as error:
+            if not self.failed(error):
+                raise
+            return
         self.store.local.client = self._client
 
     def refresh(self) -> None:
-        """Nothing to do: a connection the server closed reconnects on its next use."""
+        """Before a unit of work: replace a connection the server closed
+        (or dial the one :meth:`bind` could not)."""
+        if self._client is None:
+            self.bind()
+        else:
+            drop_if_closed(self._client)
 
     def failed(self, error: BaseException) -> bool:
         """After a failed call: True if Redis is away (reported once per outage)."""
@@ -142,6 +196,12 @@ class RedisConnectivity(DjangoConnectivity):
     def is_unavailable(self, error: BaseException) -> bool:
         """:func:`is_unavailable`."""
         return is_unavailable(error)
+
+    def drop_dead(self) -> None:
+        """Before a body: this thread's Django connections and its Redis
+        connection (a body's enqueue uses it), each dropped if closed."""
+        super().drop_dead()
+        drop_if_closed(getattr(self.store.local, "client", None))
 
     def recover(self, session: Any, error: BaseException) -> bool:
         """:meth:`RedisSession.failed`, or (no session) False after a Redis

@@ -7,27 +7,42 @@ shared pool), what "now" a script is given (a test's frozen instant, or
 which queue a job or a run lives, and it keeps the fleet's indexes (the
 queue list, job-name pins, where each lease key's slots live), each
 written once per process before the write that needs it.
+
+With ``REDIS_WAIT_REPLICAS`` every script is followed by ``WAIT`` on the
+same connection (one round trip: a pipeline): an enqueue or a claim that
+fewer replicas confirmed in time is refused (``X_REDIS_NOT_REPLICATED``),
+any other write is logged (``jobs.redis.unreplicated``) and stands, as an
+unreplicated settle only risks a job running again after a failover.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from ...clock import Clock
-from .errors import RedisQueuePinned
+from .client import Endpoint
+from .errors import RedisNotReplicated, RedisQueuePinned
 from .layout import Layout
 from .rows import from_us, to_us
 from .scripts import Scripts
 
 __all__ = ["RedisStore"]
 
+logger = logging.getLogger("django_ultimate_jobs")
+
 _REMEMBERED = 100_000
 """Job ids (and run ids) whose queue a process remembers."""
+
+MUST_REPLICATE = frozenset({"enqueue", "claim"})
+"""Scripts refused when fewer replicas than asked confirm them: a job
+``enqueue()`` returned for, and a job a worker runs, survive a failover."""
 
 
 class _Where:
@@ -52,11 +67,21 @@ class RedisStore:
     """Clients, scripts, the clock argument and the fleet's indexes."""
 
     def __init__(
-        self, client: Any, *, url: str, prefix: str, clock: Clock, cluster: bool
+        self,
+        client: Any,
+        *,
+        endpoint: Endpoint,
+        prefix: str,
+        clock: Clock,
+        cluster: bool,
+        wait_replicas: int = 0,
+        wait_timeout_ms: int = 1_000,
     ) -> None:
         self.client = client
-        self.url = url
+        self.endpoint = endpoint
         self.cluster = cluster
+        self.wait_replicas = wait_replicas
+        self.wait_timeout_ms = wait_timeout_ms
         self.clock = clock
         self.layout = Layout(prefix)
         self.scripts = Scripts(client)
@@ -75,19 +100,74 @@ class RedisStore:
         return getattr(self.local, "client", None) or self.client
 
     def run(self, name: str, prefix: str, args: list[Any]) -> Any:
-        """Run script ``name`` in the slot of ``prefix``."""
-        return self.scripts.run(name, prefix, args, self.conn())
+        """Run script ``name`` in the slot of ``prefix`` (then ``WAIT``).
+
+        Raises:
+            RedisNotReplicated: an enqueue or a claim fewer replicas than
+                ``REDIS_WAIT_REPLICAS`` confirmed in time, or any script the
+                primary refused for too few replicas (``min-replicas-to-write``).
+        """
+        if not self.wait_replicas:
+            with self._replicas_refusal():
+                return self.scripts.run(name, prefix, args, self.conn())
+        return self.run_many([(name, prefix, args)])[0]
 
     def run_many(self, calls: list[tuple[str, str, list[Any]]]) -> list[Any]:
         """Run ``(script, prefix, args)`` calls in one round trip where the
         server allows (a pipeline; a cluster pipeline refuses scripts, so
-        there they run one after the other)."""
+        there they run one after the other), then ``WAIT`` if asked.
+
+        Raises:
+            RedisNotReplicated: as :meth:`run`.
+        """
         if self.cluster:
             return [self.run(name, prefix, args) for name, prefix, args in calls]
         pipe = self.conn().pipeline(transaction=False)
         for name, prefix, args in calls:
             self.scripts.run(name, prefix, args, pipe)
-        return list(pipe.execute())
+        if self.wait_replicas:
+            # WAIT counts the replicas that have this connection's last
+            # write: it follows the scripts on their connection.
+            pipe.execute_command("WAIT", self.wait_replicas, self.wait_timeout_ms)
+        with self._replicas_refusal():
+            answers = list(pipe.execute())
+        if self.wait_replicas:
+            confirmed = int(answers.pop())
+            if confirmed < self.wait_replicas:
+                self._unreplicated([name for name, _, _ in calls], confirmed)
+        return answers
+
+    @contextmanager
+    def _replicas_refusal(self) -> Iterator[None]:
+        try:
+            yield
+        except Exception as error:
+            if not str(error).startswith("NOREPLICAS"):
+                raise
+            raise RedisNotReplicated(
+                "Redis refused the write: fewer replicas are connected than its "
+                "min-replicas-to-write asks (nothing was written)",
+                meta={"replicas": None, "written": False},
+            ) from error
+
+    def _unreplicated(self, names: list[str], confirmed: int) -> None:
+        detail = {
+            "scripts": ",".join(sorted(set(names))),
+            "replicas": confirmed,
+            "asked": self.wait_replicas,
+            "timeout_ms": self.wait_timeout_ms,
+            "written": True,
+        }
+        if MUST_REPLICATE.isdisjoint(names):
+            logger.warning("jobs.redis.unreplicated", extra=detail)
+            return
+        raise RedisNotReplicated(
+            f"Redis took the write but {confirmed} of the "
+            f"{self.wait_replicas} replicas asked for (REDIS_WAIT_REPLICAS) "
+            f"confirmed it within {self.wait_timeout_ms} ms: a failover now "
+            "could lose it",
+            meta=detail,
+        )
 
     def fleet(self, verb: str, *args: Any) -> Any:
         """Run a verb of ``lua/fleet.lua``."""

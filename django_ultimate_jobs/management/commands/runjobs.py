@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils.autoreload import get_child_arguments
@@ -31,8 +31,14 @@ from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
 from ...worker.supervisor import EXIT_RECYCLE, Supervisor
 
+if TYPE_CHECKING:
+    from ...metrics.server import MetricsServer
+
 MAX_PROCESSES = 64
 """A ceiling on ``--processes``: past it the host, not the flag, is the limit."""
+METRICS_ADDR = "127.0.0.1"
+"""Where ``--metrics-port`` listens unless ``--metrics-addr`` says: this host
+only, so metrics are never exposed by accident (a container passes 0.0.0.0)."""
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -85,6 +91,16 @@ class Command(BaseCommand):
             action="store_true",
             help="do not serve HOUSEKEEPING_QUEUE (the built-in jobs' queue)",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            help="serve Prometheus metrics on this port (the prometheus extra); "
+            "with --processes N, child k serves on port + k",
+        )
+        parser.add_argument(
+            "--metrics-addr",
+            help=f"the address the metrics listen on (default {METRICS_ADDR})",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the worker, or supervise ``--processes`` of them."""
@@ -109,6 +125,7 @@ class Command(BaseCommand):
                 return
             if not options["no_relay"]:
                 outbox_database()
+            metrics = _metrics_options(options)
             config = self._config(options)
         except JobsError as error:
             raise CommandError(error.render()) from error
@@ -145,18 +162,26 @@ class Command(BaseCommand):
                 worker_id=worker.id,
                 on_live=lambda live: _set_live(worker, live),
             )
+        try:
+            server = _serve_metrics(worker, metrics)
+        except JobsError as error:
+            raise CommandError(error.render()) from error
         if listener is not None:
             listener.start()
         self.stdout.write(
             f"runjobs {worker.id}: queues={','.join(config.queues)} "
             f"concurrency={config.concurrency}"
         )
+        if server is not None:
+            self.stdout.write(f"runjobs {worker.id}: metrics on {server.url}")
         try:
             with _relay(options, worker):
                 worker.run(install_signals=_install_signals)
         finally:
             if listener is not None:
                 listener.stop()
+            if server is not None:
+                server.stop()
         if worker.exit_reason in ("max-jobs", "stuck-slots") and os.environ.get(
             "ULTIMATE_JOBS_CHILD"
         ):
@@ -222,6 +247,8 @@ _WORKER_OPTIONS = (
     ("no_wake", "--no-wake"),
     ("no_housekeeping", "--no-housekeeping"),
     ("no_relay", "--no-relay"),
+    ("metrics_port", "--metrics-port"),
+    ("metrics_addr", "--metrics-addr"),
 )
 """Options of the worker (or against the relay): ``--relay-only`` runs no
 worker, so each is refused with it rather than silently ignored."""
@@ -257,6 +284,52 @@ def _refuse_an_unshared_driver() -> None:
             "'postgres'); in tests, run_jobs() runs the jobs in the test's process",
             meta={"driver": driver.name},
         )
+
+
+def _metrics_options(options: dict[str, Any]) -> tuple[str, int] | None:
+    """``(addr, port)`` of this process's metrics endpoint, or None.
+
+    Checked before anything starts: the port (and, with ``--processes N``,
+    every child's port + k) must be a TCP port, and the client installed.
+    """
+    port, addr = options["metrics_port"], options["metrics_addr"]
+    if port is None:
+        if addr is not None:
+            raise SettingsInvalid(
+                "--metrics-addr without --metrics-port serves nothing",
+                fix="add --metrics-port 9108 (or drop --metrics-addr)",
+            )
+        return None
+    last = port + options["processes"] - 1
+    if not (1 <= port and last <= 65535):
+        raise SettingsInvalid(
+            f"--metrics-port must be a TCP port from 1 to 65535 (with --processes "
+            f"{options['processes']}, up to {65535 - options['processes'] + 1}), "
+            f"got {port!r}",
+            fix="pass a free port, e.g. --metrics-port 9108",
+        )
+    if addr is not None and not addr.strip():
+        raise SettingsInvalid(
+            "--metrics-addr is empty", fix="pass an address such as 0.0.0.0"
+        )
+    from ...metrics.errors import require_client
+
+    require_client()
+    child = os.environ.get("ULTIMATE_JOBS_CHILD")
+    offset = int(child) if child and child.isdigit() else 0
+    return (addr or METRICS_ADDR, port + offset)
+
+
+def _serve_metrics(
+    worker: Worker, where: tuple[str, int] | None
+) -> MetricsServer | None:
+    """Start this process's metrics endpoint (a ``MetricsServer``), or None."""
+    if where is None:
+        return None
+    from ...metrics.server import MetricsServer
+
+    addr, port = where
+    return MetricsServer(worker, addr=addr, port=port)
 
 
 _QUEUES_FIX = (

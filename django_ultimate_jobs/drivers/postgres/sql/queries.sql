@@ -19,21 +19,26 @@ WITH clock AS (
     DELETE FROM ultimate_jobs_job_counter c
      USING clock
      WHERE c.bucket_ms = 300000 AND c.bucket_start < clock.now - interval '7 days'
-    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
+    RETURNING c.job, c.queue, c.bucket_start, c.done, c.retried, c.failed, c.dead,
+              c.duration_ms, c.pickups, c.pickup_ms
 ), merged AS (
     INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT job, 3600000, date_trunc('hour', bucket_start),
-           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
+           (job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms,
+            pickups, pickup_ms)
+    SELECT job, queue, 3600000, date_trunc('hour', bucket_start),
+           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms),
+           sum(pickups), sum(pickup_ms)
       FROM folded
-     GROUP BY 1, 2, 3
-     ORDER BY 1, 3
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+     GROUP BY 1, 2, 3, 4
+     ORDER BY 1, 2, 4
+    ON CONFLICT (job, queue, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            retried = ultimate_jobs_job_counter.retried + excluded.retried,
            failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead,
-           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms,
+           pickups = ultimate_jobs_job_counter.pickups + excluded.pickups,
+           pickup_ms = ultimate_jobs_job_counter.pickup_ms + excluded.pickup_ms
     RETURNING 1
 )
 SELECT count(*) FROM folded;
@@ -48,31 +53,47 @@ WITH clock AS (
     DELETE FROM ultimate_jobs_job_counter c
      USING clock
      WHERE c.bucket_ms = 60000 AND c.bucket_start < clock.now - interval '24 hours'
-    RETURNING c.job, c.bucket_start, c.done, c.retried, c.failed, c.dead, c.duration_ms
+    RETURNING c.job, c.queue, c.bucket_start, c.done, c.retried, c.failed, c.dead,
+              c.duration_ms, c.pickups, c.pickup_ms
 ), merged AS (
     INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT job, 300000, date_bin('5 minutes', bucket_start, timestamptz '2000-01-01'),
-           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms)
+           (job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms,
+            pickups, pickup_ms)
+    SELECT job, queue, 300000, date_bin('5 minutes', bucket_start, timestamptz '2000-01-01'),
+           sum(done), sum(retried), sum(failed), sum(dead), sum(duration_ms),
+           sum(pickups), sum(pickup_ms)
       FROM folded
-     GROUP BY 1, 2, 3
-     ORDER BY 1, 3
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+     GROUP BY 1, 2, 3, 4
+     ORDER BY 1, 2, 4
+    ON CONFLICT (job, queue, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
            retried = ultimate_jobs_job_counter.retried + excluded.retried,
            failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead,
-           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms,
+           pickups = ultimate_jobs_job_counter.pickups + excluded.pickups,
+           pickup_ms = ultimate_jobs_job_counter.pickup_ms + excluded.pickup_ms
     RETURNING 1
 )
 SELECT count(*) FROM folded;
+
+
+-- name: counter_buckets
+-- Every counter bucket that starts at or after since (any tier), in start,
+-- job, queue order: the dashboard's charts bin them.
+SELECT job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms,
+       pickups, pickup_ms
+  FROM ultimate_jobs_job_counter
+ WHERE bucket_start >= %(since)s
+ ORDER BY bucket_start, job COLLATE "C", queue COLLATE "C", bucket_ms;
 
 
 -- name: counter_totals
 -- Per job name, the counter buckets that start at or after since, summed
 -- (any tier: a folded bucket still counts once).
 SELECT job, sum(done)::bigint, sum(retried)::bigint, sum(failed)::bigint,
-       sum(dead)::bigint, sum(duration_ms)::bigint
+       sum(dead)::bigint, sum(duration_ms)::bigint, sum(pickups)::bigint,
+       sum(pickup_ms)::bigint
   FROM ultimate_jobs_job_counter
  WHERE bucket_start >= %(since)s
  GROUP BY job
@@ -215,7 +236,9 @@ clock AS (
       FROM settle s, clock
      WHERE j.id = ANY(%(ids)s::uuid[]) AND j.id = s.id AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = s.claim
-    RETURNING j.id, j.name, s.duration_ms, s.counted, j.concurrency_key
+    RETURNING j.id, j.name, j.queue, s.duration_ms, s.counted, j.concurrency_key,
+              greatest(0, round(extract(epoch FROM j.claimed_at - j.run_at) * 1000))::bigint
+                  AS pickup_ms
 
 
 -- fragment: ack_counted
@@ -223,18 +246,23 @@ clock AS (
 -- upserted in name order: grouped by hash, the order changed from one
 -- statement to the next, and two workers settling the same names locked
 -- their counter rows in opposite orders (a deadlock, found by a reviewer).
+-- Each counted row is one pickup: due (run_at) to claimed, which an ack
+-- leaves as they were.
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT settled.name, 60000, date_trunc('minute', clock.now), count(*), 0, 0, 0,
-           sum(settled.duration_ms)
+           (job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms,
+            pickups, pickup_ms)
+    SELECT settled.name, settled.queue, 60000, date_trunc('minute', clock.now), count(*),
+           0, 0, 0, sum(settled.duration_ms), count(*), sum(settled.pickup_ms)
       FROM settled, clock
      WHERE settled.counted
-     GROUP BY settled.name, clock.now
-     ORDER BY settled.name
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+     GROUP BY settled.name, settled.queue, clock.now
+     ORDER BY settled.name, settled.queue
+    ON CONFLICT (job, queue, bucket_ms, bucket_start) DO UPDATE
        SET done = ultimate_jobs_job_counter.done + excluded.done,
-           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms,
+           pickups = ultimate_jobs_job_counter.pickups + excluded.pickups,
+           pickup_ms = ultimate_jobs_job_counter.pickup_ms + excluded.pickup_ms
     RETURNING 1
 
 
@@ -656,14 +684,14 @@ WITH clock AS (
     RETURNING j.*
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT buried.name, 60000, date_trunc('minute', clock.now), 0, 0,
+           (job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
+    SELECT buried.name, buried.queue, 60000, date_trunc('minute', clock.now), 0, 0,
            count(*) FILTER (WHERE buried.state = 'failed'),
            count(*) FILTER (WHERE buried.state = 'dead'), 0
       FROM buried, clock
-     GROUP BY buried.name, clock.now
-     ORDER BY buried.name
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+     GROUP BY buried.name, buried.queue, clock.now
+     ORDER BY buried.name, buried.queue
+    ON CONFLICT (job, queue, bucket_ms, bucket_start) DO UPDATE
        SET failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead
     RETURNING 1
@@ -1002,9 +1030,15 @@ SELECT DISTINCT ON (j.name, coalesce(j.tenant_id, ''), j.idempotency_key)
 -- hand-back, in the same statement. A counted attempt adds its entry to the
 -- row's history (attempt, worker, time, error): the django.tasks backend
 -- answers TaskResult.errors and worker_ids from it. A capped job's slot is
--- freed as job_ack_many frees it (only when this settle landed).
+-- freed as job_ack_many frees it (only when this settle landed). A counted
+-- hand-back is one pickup, measured on the row as the statement found it
+-- (before: RETURNING would show the new run_at).
 WITH clock AS (
     SELECT coalesce(%(now)s::timestamptz, now()) AS now
+), before AS (
+    SELECT greatest(0, round(extract(epoch FROM claimed_at - run_at) * 1000))::bigint
+               AS pickup_ms
+      FROM ultimate_jobs_job WHERE id = %(id)s
 ), settled AS (
     UPDATE ultimate_jobs_job AS j
        SET state = %(state)s,
@@ -1026,7 +1060,7 @@ WITH clock AS (
       FROM clock
      WHERE j.id = %(id)s AND j.state = 'running'
        AND j.claimed_by = %(worker)s AND j.claims = %(claim)s
-    RETURNING j.name, j.concurrency_key
+    RETURNING j.name, j.queue, j.concurrency_key
 ), freed AS (
     DELETE FROM ultimate_jobs_lease AS l
      USING settled
@@ -1035,17 +1069,20 @@ WITH clock AS (
     RETURNING 1
 ), counted AS (
     INSERT INTO ultimate_jobs_job_counter
-           (job, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms)
-    SELECT settled.name, 60000, date_trunc('minute', clock.now), 0,
+           (job, queue, bucket_ms, bucket_start, done, retried, failed, dead, duration_ms,
+            pickups, pickup_ms)
+    SELECT settled.name, settled.queue, 60000, date_trunc('minute', clock.now), 0,
            (%(outcome)s::text = 'retried')::int, (%(outcome)s::text = 'failed')::int,
-           (%(outcome)s::text = 'dead')::int, %(duration_ms)s
-      FROM settled, clock
+           (%(outcome)s::text = 'dead')::int, %(duration_ms)s, 1, before.pickup_ms
+      FROM settled, clock, before
      WHERE %(outcome)s::text IS NOT NULL
-    ON CONFLICT (job, bucket_ms, bucket_start) DO UPDATE
+    ON CONFLICT (job, queue, bucket_ms, bucket_start) DO UPDATE
        SET retried = ultimate_jobs_job_counter.retried + excluded.retried,
            failed = ultimate_jobs_job_counter.failed + excluded.failed,
            dead = ultimate_jobs_job_counter.dead + excluded.dead,
-           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms
+           duration_ms = ultimate_jobs_job_counter.duration_ms + excluded.duration_ms,
+           pickups = ultimate_jobs_job_counter.pickups + excluded.pickups,
+           pickup_ms = ultimate_jobs_job_counter.pickup_ms + excluded.pickup_ms
     RETURNING 1
 )
 SELECT name FROM settled;
@@ -1538,16 +1575,17 @@ WITH clock AS (
 ), inserted AS (
     INSERT INTO ultimate_jobs_job
            (id, name, queue, input, idempotency_key, run_id, max_attempts, priority,
-            state, run_at, tenant_id, enqueued_by, created_at, updated_at,
+            state, run_at, tenant_id, enqueued_by, traceparent, created_at, updated_at,
             concurrency_key, concurrency_limit)
     SELECT r.id, r.name, r.queue, r.input, r.idempotency_key, r.id, r.max_attempts,
            r.priority, CASE WHEN r.run_at > clock.now THEN 'delayed' ELSE 'ready' END,
-           r.run_at, r.tenant_id, r.enqueued_by, clock.now, clock.now,
+           r.run_at, r.tenant_id, r.enqueued_by, r.traceparent, clock.now, clock.now,
            r.concurrency_key, r.concurrency_limit
       FROM jsonb_to_recordset(%(rows)s::jsonb) AS r(
                ord int, id uuid, name text, queue text, input jsonb, idempotency_key text,
                max_attempts int, priority int, run_at timestamptz, tenant_id text,
-               enqueued_by text, concurrency_key text, concurrency_limit int),
+               enqueued_by text, traceparent text, concurrency_key text,
+               concurrency_limit int),
            clock
      WHERE EXISTS (SELECT 1 FROM moved)
      ORDER BY r.ord

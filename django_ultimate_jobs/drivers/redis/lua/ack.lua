@@ -23,7 +23,7 @@ for i = 0, n - 1 do
     finish(id, r, 'done', now)
     landed[id] = true
     if ARGV[a + 4] == '1' then
-      count(r.name, now, 'done', tonumber(ARGV[a + 5]))
+      count(r.name, now, 'done', tonumber(ARGV[a + 5]), pickup_of(r))
     end
   end
 end

@@ -201,13 +201,34 @@ local function retried(id, r, now, from)
   append_history(id, r, e .. '}')
 end
 
--- Add to the job's current 1-minute counter bucket.
-local function count(name, now, field, duration)
+-- A claimed row's pickup latency in ms: due (at) to claimed (cat),
+-- rounded half up as the Postgres driver rounds it, never below zero.
+local function pickup_of(r)
+  if r.cat == nil or r.at == nil then
+    return 0
+  end
+  local d = tonumber(r.cat) - tonumber(r.at)
+  if d <= 0 then
+    return 0
+  end
+  return math.floor((d + 500) / 1000)
+end
+
+-- Add to the job's current 1-minute counter bucket (the queue's hash: a
+-- bucket is per job name and queue). pickup (ms, or nil: a burial) adds
+-- one pickup sample.
+local function count(name, now, field, duration, pickup)
   local start = math.floor(now / 60000000) * 60000000
   local base = name .. '\31' .. '60000' .. '\31' .. fmt(start) .. '\31'
   redis.call('HINCRBY', P .. 'k', base .. field, 1)
   if duration and duration > 0 then
     redis.call('HINCRBY', P .. 'k', base .. 'duration_ms', duration)
+  end
+  if pickup ~= nil then
+    redis.call('HINCRBY', P .. 'k', base .. 'pickups', 1)
+    if pickup > 0 then
+      redis.call('HINCRBY', P .. 'k', base .. 'pickup_ms', pickup)
+    end
   end
 end
 

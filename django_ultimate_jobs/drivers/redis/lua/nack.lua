@@ -10,6 +10,8 @@ if not owned(r, ARGV[3], ARGV[4]) then
 end
 local state = ARGV[5]
 local counts = ARGV[6] == '1'
+-- measured before the hand-back moves run_at
+local pickup = pickup_of(r)
 free_slot(id, r)
 if counts then
   history(id, r, r.cb, now, opt(ARGV[9]))
@@ -35,12 +37,12 @@ r.at = fmt(at)
 local duration = tonumber(ARGV[11])
 if state == 'dead' or state == 'failed' then
   finish(id, r, state, now)
-  count(r.name, now, state, duration)
+  count(r.name, now, state, duration, pickup)
 else
   setstate(id, r, state)
   place(id, r, now)
   if state == 'ready' and counts then
-    count(r.name, now, 'retried', duration)
+    count(r.name, now, 'retried', duration, pickup)
   end
 end
 return 1

@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("ultimate_jobs", "0015_reindex_export"),
+        ("ultimate_jobs", "0017_counter_queue_pickup"),
     ]
 
     operations = [

@@ -1,0 +1,144 @@
+"""Formatters for the app's log records: a human line and JSON.
+
+Every record the app logs has a stable event name as its message
+(``jobs.attempt.failed``) and its details as record attributes (``job``,
+``job_id``, ``attempt``, ``code``, ``error``...; docs/reference/logging.md).
+A plain ``%(message)s`` format shows only the event name; these formatters
+show the details too:
+
+- :class:`ConsoleFormatter`: the usual format, then the details as
+  ``key=value`` pairs, the job's first
+  (``WARNING django_ultimate_jobs: jobs.attempt.failed job=shop.send_receipt
+  job_id=... attempt=2 queue=default outcome=retried code=X_JOB_TIMEOUT
+  error="..."``);
+- :class:`JSONFormatter`: one JSON object per line with the event, the
+  level, the logger, the job's ids (``job_id``, ``run_id``, ``attempt``,
+  ``queue``), the ``trace_id`` and ``span_id`` read from the job's
+  ``traceparent`` when it has one, and every other detail.
+
+Both read the details off the record: they work for your own loggers too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["ConsoleFormatter", "JSONFormatter", "record_details", "trace_ids"]
+
+_STANDARD = frozenset(
+    vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()
+    | {"message", "asctime", "taskName"}
+)
+"""The attributes every LogRecord has: anything else came with ``extra=``."""
+
+_FIRST = ("job", "job_id", "run_id", "attempt", "queue", "outcome", "code", "error")
+"""Details shown first, in this order (the job, then what went wrong)."""
+
+MAX_VALUE = 300
+"""A detail longer than this is cut (with an ellipsis) in the console line."""
+
+
+def record_details(record: logging.LogRecord) -> dict[str, Any]:
+    """The record's details (its ``extra=`` attributes), the job's first."""
+    extra = {
+        key: value
+        for key, value in vars(record).items()
+        if key not in _STANDARD and not key.startswith("_")
+    }
+    ordered = {key: extra.pop(key) for key in _FIRST if key in extra}
+    ordered.update(sorted(extra.items()))
+    return ordered
+
+
+def trace_ids(traceparent: Any) -> tuple[str, str] | None:
+    """``(trace_id, span_id)`` from a W3C ``traceparent``, or None when malformed."""
+    if not isinstance(traceparent, str):
+        return None
+    parts = traceparent.strip().split("-")
+    if len(parts) < 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return None
+    trace_id, span_id = parts[1].lower(), parts[2].lower()
+    hexdigits = set("0123456789abcdef")
+    if not set(trace_id + span_id) <= hexdigits or set(trace_id) == {"0"}:
+        return None
+    return trace_id, span_id
+
+
+class ConsoleFormatter(logging.Formatter):
+    """The configured format, then the record's details as ``key=value``.
+
+    Use it where you use ``logging.Formatter`` (same arguments)::
+
+        "formatters": {"jobs": {
+            "()": "django_ultimate_jobs.logging.ConsoleFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s: %(message)s",
+        }}
+
+    ``traceparent`` is left out (the JSON formatter carries the trace id).
+    Values are printed with their control characters escaped, so a stored
+    error cannot forge a log line.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Format ``record`` as the base formatter does, with its details."""
+        line = super().format(record)
+        pairs = [
+            f"{key}={_show(value)}"
+            for key, value in record_details(record).items()
+            if key != "traceparent" and value is not None
+        ]
+        if not pairs:
+            return line
+        head, newline, rest = line.partition("\n")
+        return f"{head} {' '.join(pairs)}{newline}{rest}"
+
+
+class JSONFormatter(logging.Formatter):
+    """One JSON object per record (opt-in: name it in ``LOGGING``).
+
+    Keys: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``event`` (the
+    message, an event name for the app's records), then the record's details
+    (``job``, ``job_id``, ``run_id``, ``attempt``, ``queue``... as logged),
+    ``trace_id`` and ``span_id`` when the record carries a ``traceparent``,
+    and ``exception`` (the formatted traceback) when there is one. A value
+    JSON cannot hold is written as its ``str()``.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """``record`` as one line of JSON."""
+        entry: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        details = record_details(record)
+        ids = trace_ids(details.pop("traceparent", None))
+        entry.update(details)
+        if ids is not None:
+            entry["trace_id"], entry["span_id"] = ids
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def _show(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if len(text) > MAX_VALUE:
+        text = text[: MAX_VALUE - 1] + "…"
+    escaped = "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+        for c in text.replace("\\", "\\\\")
+    )
+    if escaped != text or not text or any(c in text for c in ' "='):
+        return '"' + escaped.replace('"', '\\"') + '"'
+    return text
