@@ -305,7 +305,13 @@ class Step(models.Model):
                 "correlation_key",
                 name="uj_step_waiting_idx",
                 condition=Q(status="waiting"),
-            )
+            ),
+            # The waits that took an event (the events page).
+            models.Index(
+                "cursor_id",
+                name="uj_step_matched_idx",
+                condition=Q(status="completed", cursor_id__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

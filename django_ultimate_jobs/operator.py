@@ -38,6 +38,7 @@ from .errors import (
     LockInvalid,
     LockNotFound,
 )
+from .event_listing import events
 from .jobs import _check_name
 from .redaction import redact
 from .registry import get_job
@@ -54,6 +55,7 @@ __all__ = [
     "cancel",
     "count",
     "counters",
+    "events",
     "job_state",
     "leases",
     "list_jobs",

@@ -311,12 +311,18 @@ class StepApi:
                 # Move past the refused event, so it hides no later one.
                 self._put_record(record, cursor_at=hit.published_at, cursor_id=hit.id)
                 raise
+            # The event it took stays on the step: the events page lists
+            # each event's matched waits from it.
             self._put(
                 name,
                 "completed",
                 record.started_at,
                 completed_at=now,
                 output=hit.payload,
+                event=event,
+                correlation_key=key,
+                cursor_at=hit.published_at,
+                cursor_id=hit.id,
             )
             return hit.payload
         assert record.wake_at is not None

@@ -32,7 +32,7 @@ def staff(db):
 
 
 def test_pages_render_for_a_superuser(admin_client, pg_driver):
-    """List, filtered list, search, job page and the four pages all answer 200."""
+    """List, filtered list, search, job page and the other pages all answer 200."""
     job_id = dead_job(pg_driver)
     listing = admin_client.get(reverse(LIST))
     assert listing.status_code == 200 and str(job_id) in listing.text
@@ -43,7 +43,7 @@ def test_pages_render_for_a_superuser(admin_client, pg_driver):
     page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
     assert "X_BOOM: the card was declined" in page.text
     assert "hunter2" not in page.text and "[redacted]" in page.text
-    for name in ("dead_letter", "queues", "workers", "leases", "dashboard"):
+    for name in ("dead_letter", "queues", "workers", "leases", "events", "dashboard"):
         response = admin_client.get(reverse(f"admin:ultimate_jobs_job_{name}"))
         assert response.status_code == 200, name
 
@@ -89,7 +89,7 @@ def test_list_action_retries_the_selected_jobs(admin_client, pg_driver):
     ids = [dead_job(pg_driver) for _ in range(2)]
     chosen = {"action": "retry_selected", "_selected_action": [str(i) for i in ids]}
     confirm = admin_client.post(reverse(LIST), chosen)
-    assert "Retry 2 job(s)?" in confirm.text
+    assert "Retry 2 jobs?" in confirm.text
     admin_client.post(reverse(LIST), {**chosen, "confirmed": "yes"})
     assert {pg_driver.get(i).state for i in ids} == {"ready"}
     assert LogEntry.objects.count() == 2
@@ -102,9 +102,9 @@ def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
     url = reverse("admin:ultimate_jobs_job_dead_letter")
     page = admin_client.get(url)
     assert "X_BOOM" in page.text and "X_TIMEOUT" in page.text
-    assert "Retry these 3" in page.text
+    assert "Retry these 3 jobs" in page.text
     group = {"name": "tests.noop", "code": "X_BOOM"}
-    assert "3 dead job(s)" in admin_client.post(url, group).text
+    assert "3 dead jobs" in admin_client.post(url, group).text
     admin_client.post(url, {**group, "confirmed": "yes"})
     assert {pg_driver.get(i).state for i in ids} == {"ready"}
     assert pg_driver.get(other).state == "dead"
@@ -128,11 +128,11 @@ def test_a_group_of_errors_without_a_message_is_retried_whole(
     run_jobs(queues=["default"], driver=pg_driver)
     assert {pg_driver.get(i).last_error for i in ids} == {"RuntimeError"}
     url = reverse("admin:ultimate_jobs_job_dead_letter")
-    assert "Retry these 3" in admin_client.get(url).text
+    assert "Retry these 3 jobs" in admin_client.get(url).text
     group = {"name": "t.admin.bare", "code": "RuntimeError"}
-    assert "3 dead job(s)" in admin_client.post(url, group).text
+    assert "3 dead jobs" in admin_client.post(url, group).text
     moved = admin_client.post(url, {**group, "confirmed": "yes"}, follow=True)
-    assert "3 dead t.admin.bare RuntimeError job(s) queued again" in moved.text
+    assert "3 dead t.admin.bare RuntimeError jobs queued again" in moved.text
     assert {pg_driver.get(i).state for i in (*ids, other)} == {"ready"}
 
 
@@ -294,12 +294,12 @@ def test_task_run_now_enqueues_its_job(admin_client, pg_driver):
     assert "Yes, run now" in admin_client.post(url, run).text
     assert not Job.objects.exists()
     done = admin_client.post(url, {**run, "confirmed": "yes"}, follow=True)
-    assert f"Cron task {RETENTION}: 1 job(s) queued." in done.text
+    assert f"Cron task {RETENTION}: 1 job queued." in done.text
     (entry,) = LogEntry.objects.all()
     job = pg_driver.get(UUID(entry.object_id))
     assert (job.name, job.enqueued_by) == (RETENTION, f"task:{RETENTION}")
     again = admin_client.post(url, {**run, "confirmed": "yes"}, follow=True)
-    assert "0 job(s) queued; 1 already queued" in again.text
+    assert "0 jobs queued; 1 already queued" in again.text
     assert LogEntry.objects.count() == 1
     (listed,) = [t for t in operator.tasks() if t["name"] == RETENTION]
     assert (listed["armed"], listed["last_occurrence"]) == (False, None)

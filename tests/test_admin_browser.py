@@ -324,7 +324,7 @@ def test_bulk_retry_from_the_dead_letter_view(admin):
     admin.open("/admin/ultimate_jobs/job/dead-letter/")
     admin.click("button.uj-retry-group[data-code='X_CARD_DECLINED']")
     admin.confirm()
-    moved = "3 dead shop.checkout X_CARD_DECLINED job(s) queued again; 0 remaining"
+    moved = "3 dead shop.checkout X_CARD_DECLINED jobs queued again; 0 remaining"
     assert moved in admin.text()
     assert admin.text("#uj-no-dead") == "No dead jobs."
     declines["card"] = False

@@ -74,7 +74,7 @@ def test_an_empty_or_missing_group_is_refused_and_moves_nothing(
 
 
 def test_a_group_with_no_dead_job_is_refused_not_confirmed(admin_client, pg_driver):
-    """A group that matches no dead job: a message, no "0 dead job(s)" page."""
+    """A group that matches no dead job: a message, no "0 dead jobs" page."""
     job_id = dead_job(pg_driver)
     url = reverse(DEAD)
     for group in (
@@ -117,7 +117,7 @@ def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
     other = dead_job(pg_driver, "X_TIMEOUT: slow", n=9)
     group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
     moved = admin_client.post(reverse(DEAD), group, follow=True)
-    assert "3 dead tests.noop X_BOOM job(s) queued again; 0 remaining" in moved.text
+    assert "3 dead tests.noop X_BOOM jobs queued again; 0 remaining" in moved.text
     entries = LogEntry.objects.order_by("object_id")
     assert sorted(e.object_id for e in entries) == sorted(str(i) for i in ids)
     for entry in entries:

@@ -241,6 +241,7 @@ def test_no_object_url_answers_500_for_an_id_no_row_can_have(web, pg_driver):
 
 PAGE_PARAMETERS = {
     "ultimate_jobs_job_leases": ("prefix",),
+    "ultimate_jobs_job_events": ("name",),
     "ultimate_jobs_ledgerline_balances": ("account", "currency", "tenant"),
     "ultimate_jobs_job_dead_letter": ("name", "code"),
     "ultimate_jobs_job_queues": ("queue",),

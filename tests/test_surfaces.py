@@ -49,6 +49,7 @@ from tests.support.hostile import (
     FILL,
     FORGED,
     HOSTILE,
+    PAID,
     PREFIX,
     REINDEX,
     SECRETS,
@@ -153,6 +154,14 @@ ADMIN_PAGES: dict[str, Page] = {
         )
         for page in ("queues", "cron_tasks", "workers", "leases", "dashboard")
     },
+    # The event bus, all events and one name's: payloads redacted.
+    "ultimate_jobs_job_events": Page(
+        lambda s: [
+            get("ultimate_jobs_job_events"),
+            ("get", reverse("admin:ultimate_jobs_job_events"), {"name": PAID}),
+        ],
+        shows=("event_payload",),
+    ),
     **_model_pages("outboxmessage", lambda s: s.outbox, change=("outbox_input",)),
     **_model_pages("backfill", lambda s: FILL, change=("backfill_cursor",)),
     # The ledger holds no job data; its pages are listed so a new one is seen.

@@ -2,8 +2,8 @@
 
 ``jobs`` registers :class:`JobAdmin` (the list and the job page) and routes
 the other pages under it: ``dead_letter``, ``queues``, ``cron_tasks``,
-``workers``, ``leases`` (locks and concurrency slots, read-only) and
-``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
+``workers``, ``leases`` (locks and concurrency slots, read-only),
+``events`` (the event bus, read-only) and ``dashboard``. ``backfills`` registers :class:`BackfillAdmin`
 (progress, pause, resume). Every read and mutation goes through
 :mod:`django_ultimate_jobs.operator` (the dead-letter groups through
 :mod:`django_ultimate_jobs.dead_letters`, the backfill verbs through

@@ -30,6 +30,7 @@ from .audit import (
     log_operator_action,
     require,
 )
+from .humane import counted
 
 __all__ = ["JobActions", "operate_view"]
 
@@ -84,7 +85,7 @@ def _apply(
 
 def _report(request: HttpRequest, verb: str, done: int, refusals: list[str]) -> None:
     if done:
-        messages.success(request, f"{done} job(s) {_PAST[verb]}.")
+        messages.success(request, f"{counted(done, 'job')} {_PAST[verb]}.")
     for refusal in refusals[:10]:
         messages.error(request, refusal)
     if len(refusals) > 10:
@@ -121,7 +122,7 @@ class JobActions:
         rows = list(queryset.order_by("id").values_list("id", "name")[:MAX_BULK_ROWS])
         jobs = [(str(job_id), f"{name} {job_id}") for job_id, name in rows]
         if not jobs:
-            # Nothing to confirm: no "0 job(s)?" page, no empty log.
+            # Nothing to confirm: no "0 jobs?" page, no empty log.
             gone = JobNotFound(
                 "none of the selected jobs exists any more",
                 fix="reload the list",
@@ -133,7 +134,7 @@ class JobActions:
                 request,
                 {
                     **self.admin_site.each_context(request),
-                    "title": f"{_LABELS[verb]} {len(jobs)} job(s)?",
+                    "title": f"{_LABELS[verb]} {counted(len(jobs), 'job')}?",
                     "verb": verb,
                     "verb_label": _LABELS[verb],
                     "jobs": jobs,

@@ -23,6 +23,7 @@ from .. import operator
 from ..errors import JobsError
 from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .humane import counted
 from .queues import PAUSE_PERMISSION, record_pause
 
 __all__ = ["RUN_PERMISSION", "VERB_PERMISSIONS", "view"]
@@ -139,4 +140,6 @@ def _run(request: HttpRequest, task: str) -> None:
     )
     deduped = len(entries) - len(queued)
     note = f"; {deduped} already queued (same idempotency key)" if deduped else ""
-    messages.success(request, f"Cron task {task}: {len(queued)} job(s) queued{note}.")
+    messages.success(
+        request, f"Cron task {task}: {counted(len(queued), 'job')} queued{note}."
+    )

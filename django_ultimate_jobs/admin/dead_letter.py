@@ -22,6 +22,7 @@ from .. import dead_letters
 from ..errors import JobsError
 from ..models import Job
 from .audit import confirmation, is_confirmed, log_operator_action, require
+from .humane import counted
 from .storage import tables_elsewhere
 
 __all__ = ["view"]
@@ -82,7 +83,7 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
     if moved:
         messages.success(
             request,
-            f"{len(moved)} dead {label} job(s) queued again; "
+            f"{counted(len(moved), f'dead {label} job')} queued again; "
             f"{answer['remaining']} remaining.",
         )
     for job_id, refusal in answer["refused"][:_REFUSALS_SHOWN]:
@@ -99,7 +100,7 @@ def _confirm(
     label = dead_letters.group_label(group["name"], group["code"])
     jobs = group["jobs"]
     shown = len(jobs)
-    summary = f"{group['count']} dead job(s) in the group"
+    summary = f"{counted(group['count'], 'dead job')} in the group"
     summary += (
         "; all move on this press."
         if shown == group["count"]

@@ -26,10 +26,12 @@ from .. import operator
 from ..errors import JobsError
 from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
-from . import cron_tasks, dashboard, dead_letter, leases, queues, workers
+from . import cron_tasks, dashboard, dead_letter, events, leases, queues, workers
 from .actions import JobActions, operate_view
 from .filters import FILTER_PARAMETERS, LIST_FILTERS, StateFilter
 from .guards import ListGuard, searchable
+from .history import attempt_rows, progress_bar
+from .humane import counted, humane_time
 from .paging import EstimatedCountPaginator
 from .storage import tables_elsewhere
 
@@ -46,6 +48,7 @@ _PAGES = {
     "cron-tasks": cron_tasks,
     "workers": workers,
     "leases": leases,
+    "events": events,
     "dashboard": dashboard,
 }
 # Which single-job verbs a state allows (the page offers only these).
@@ -72,8 +75,8 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
         "state_badge",
         "attempts",
         "error_summary",
-        "run_at",
-        "updated_at",
+        "run_at_shown",
+        "updated_at_shown",
     )
     list_display_links = ("short_id",)
     actions = (
@@ -154,7 +157,7 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="id", ordering="id")
     def short_id(self, job: Job) -> str:
-        """The id's first 13 characters (the job page shows it whole)."""
+        """The id's first 13 characters, whole on hover and on the job page."""
         return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
 
     @admin.display(description="state", ordering="state")
@@ -171,9 +174,21 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="last error")
     def error_summary(self, job: Job) -> str:
-        """The first line of the last error, shortened."""
+        """The first line of the last error, cut by the column; whole on hover."""
         first = (job.last_error or "").splitlines()[0] if job.last_error else ""
-        return first if len(first) <= 60 else first[:59] + "…"
+        if not first:
+            return ""
+        return format_html('<span class="uj-cut" title="{}">{}</span>', first, first)
+
+    @admin.display(description="run at", ordering="run_at")
+    def run_at_shown(self, job: Job) -> str:
+        """When it runs (or ran): "in 5 min", the date on hover."""
+        return humane_time(job.run_at, compact=True)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated_at_shown(self, job: Job) -> str:
+        """Its last change: "3 min ago", the date on hover."""
+        return humane_time(job.updated_at, compact=True)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -210,11 +225,18 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
         steps = [
             {**step, "output_json": _pretty(step["output"])} for step in job["steps"]
         ]
+        rows = attempt_rows(job["history"])
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{job['name']} {job['id']}",
             "job": {**job, "steps": steps},
+            "attempts": rows,
+            "attempts_note": _attempts_note(rows),
+            "progress": progress_bar(job["progress"]),
+            # An error the job has since succeeded past is history, not its state.
+            "error_is_past": state is JobState.DONE,
+            "finished": state in FINISHED_STATES,
             "verbs": verbs,
             "as_json": {
                 key: _pretty(job[key]) for key in ("input", "progress", "result")
@@ -228,7 +250,7 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     # -- the other pages live under the jobs URLs ---------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        """Dead letters, queues, cron tasks, workers, leases, dashboard, the verbs."""
+        """Dead letters, queues, cron tasks, workers, leases, events, dashboard, verbs."""
         wrap = self.admin_site.admin_view
         pages = [
             path(
@@ -246,6 +268,18 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
             )
         )
         return pages + super().get_urls()
+
+
+def _attempts_note(rows: list[dict[str, Any]]) -> str:
+    """ "4 attempts in all, across 1 retry", or "" when never retried."""
+    retries = sum(row["kind"] == "retry" for row in rows)
+    if not retries:
+        return ""
+    attempts = len(rows) - retries
+    return (
+        f"{counted(attempts, 'attempt')} in all, "
+        f"across {counted(retries, 'retry', 'retries')}"
+    )
 
 
 def _pretty(value: Any) -> str:

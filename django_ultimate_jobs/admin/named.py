@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse
 
 from ..errors import JobsError
 from .audit import confirmation, is_confirmed, log_operator_action
+from .humane import counted
 
 __all__ = ["apply_by_name"]
 
@@ -53,7 +54,7 @@ def apply_by_name(
             {
                 **model_admin.admin_site.each_context(request),
                 "opts": model_admin.opts,
-                "title": f"{label} {len(names)} {noun}(s)?",
+                "title": f"{label} {counted(len(names), noun)}?",
                 "verb_label": label,
                 "jobs": [(name, name) for name in names],
                 "action": action,
@@ -76,5 +77,5 @@ def apply_by_name(
         message=f"{noun.capitalize()} {past} (admin)",
     )
     if done:
-        messages.success(request, f"{len(done)} {noun}(s) {past}.")
+        messages.success(request, f"{counted(len(done), noun)} {past}.")
     return None

@@ -27,6 +27,7 @@ from ..keyset.state import PassState
 from ..validation import storable
 from .audit import confirmation, is_confirmed, log_operator_action
 from .guards import ListGuard
+from .humane import counted
 from .redacted import redacted_block
 
 __all__ = ["PASS_FIELDS", "PassAdmin"]
@@ -162,7 +163,7 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
         rows = list(queryset)
         label, past = _VERBS[action]
         if not rows:
-            # Nothing to confirm: no "0 backfill(s)?" page, no empty log.
+            # Nothing to confirm: no "0 backfills?" page, no empty log.
             messages.error(request, self.unknown("").render())
             return None
         if not is_confirmed(request):
@@ -172,7 +173,7 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
                 {
                     **self.admin_site.each_context(request),
                     "opts": self.opts,
-                    "title": f"{label} {len(rows)} {self.kind}(s)?",
+                    "title": f"{label} {counted(len(rows), self.kind)}?",
                     "verb_label": label,
                     "jobs": [(str(row.pk), str(row)) for row in rows],
                     "action": action,
@@ -196,5 +197,5 @@ class PassAdmin(ListGuard, admin.ModelAdmin):
             message=f"{self.kind.capitalize()} {past} (admin)",
         )
         if done:
-            messages.success(request, f"{len(done)} {self.kind}(s) {past}.")
+            messages.success(request, f"{counted(len(done), self.kind)} {past}.")
         return None

@@ -43,6 +43,7 @@ from ..webhooks.errors import WebhookEndpointInvalid
 from ..webhooks.signing import mask_secret
 from .audit import confirmation, is_confirmed, log_operator_action, require
 from .guards import ListGuard
+from .humane import counted
 from .webhook_deliveries import (
     InboundDeliveryAdmin,
     WebhookDeliveryAdmin,
@@ -426,7 +427,7 @@ class WebhookEndpointAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-ar
                 {
                     **self.admin_site.each_context(request),
                     "opts": self.opts,
-                    "title": f"{label} {len(rows)} endpoint(s)?",
+                    "title": f"{label} {counted(len(rows), 'endpoint')}?",
                     "verb_label": label,
                     "jobs": [(str(row.pk), str(row)) for row in rows],
                     "action": action,
@@ -450,7 +451,7 @@ class WebhookEndpointAdmin(ListGuard, admin.ModelAdmin):  # type: ignore[type-ar
             flag=CHANGE,
             message=f"Endpoint {past} (admin)",
         )
-        messages.success(request, f"{len(done)} endpoint(s) {past}.")
+        messages.success(request, f"{counted(len(done), 'endpoint')} {past}.")
         return None
 
 

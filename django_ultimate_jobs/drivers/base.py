@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COUNTER_FIELDS",
     "DEFAULT_QUEUE",
+    "HISTORY_RETRIED",
     "LEASE_LAPSED_FINAL_ATTEMPT",
     "LEASE_LAPSED_UNSTARTED",
     "MAX_BULK_ROWS",
@@ -68,6 +69,8 @@ __all__ = [
 ]
 
 DEFAULT_QUEUE = "default"
+HISTORY_RETRIED = "retried"
+"""The ``event`` of the history entry an operator retry appends."""
 LEASE_LAPSED_FINAL_ATTEMPT = (
     "X_JOB_LEASE_LOST: the lease lapsed on the final attempt (the worker died or "
     "stalled); no attempts remain (fix: python manage.py jobs retry <id>)"
@@ -170,7 +173,10 @@ class JobRecord:
     result: Any = None
     history: list[dict[str, Any]] | None = None
     """One entry per counted attempt: ``attempt``, ``worker``, ``at`` and,
-    when the attempt failed, ``error``."""
+    when the attempt failed, ``error``; and one per operator retry:
+    ``event`` (:data:`HISTORY_RETRIED`), ``at`` and, for a retry from a
+    step, ``from_step``. A retry restarts ``attempt`` at 1, so the entries
+    in order are the attempts' true sequence."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -19,8 +19,10 @@ from .base import ClaimIdentity
 
 __all__ = [
     "STEP_STATUSES",
+    "EventListing",
     "EventRecord",
     "EventStore",
+    "MatchedWait",
     "StepFence",
     "StepRecord",
     "StepStore",
@@ -59,6 +61,9 @@ class StepRecord:
     """The database snapshot a wait began under."""
     cursor_at: datetime | None = None
     cursor_id: UUID | None = None
+    """A waiting step: the last event it refused (later ones only). A
+    completed wait: the event it took (what the events page lists as the
+    event's matched waits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +84,22 @@ class EventRecord:
     correlation_key: str | None
     published_at: datetime
     expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class MatchedWait:
+    """A wait that took an event: its run and its step's name."""
+
+    run_id: UUID
+    step: str
+
+
+@dataclass(frozen=True, slots=True)
+class EventListing:
+    """A stored event, with the waits that took it (run, then step order)."""
+
+    event: EventRecord
+    matched: tuple[MatchedWait, ...] = ()
 
 
 class StepStore(Protocol):
@@ -124,6 +145,15 @@ class EventStore(Protocol):
 
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
+        ...
+
+    def listing(self, *, name: str | None, limit: int) -> list[EventListing]:
+        """The stored events, newest first (publish order), at most ``limit``.
+
+        ``name`` narrows them to one event name. Expired events are listed
+        until the retention sweep purges them. Each carries the waits that
+        took it (a completed wait's ``cursor_id``).
+        """
         ...
 
 

@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from ..drivers.base import JobRecord
+from ..drivers.base import HISTORY_RETRIED, JobRecord
 from ..errors import JobLeaseLost, JobsError
 from ..states import JobState
 from .compat import Task, TaskError, TaskResult, TaskResultStatus
@@ -163,10 +163,13 @@ def _attempts(record: JobRecord) -> tuple[list[TaskError], list[str]]:
     )
     previous = 0
     for index, entry in enumerate(entries):
+        if entry.get("event") == HISTORY_RETRIED:
+            previous = 0  # an operator requeue: its attempts start at 1 again
+            continue
         number = entry.get("attempt")
         if isinstance(number, int) and not isinstance(number, bool):
             if number <= previous:
-                previous = 0  # an operator requeue started the attempts again
+                previous = 0  # a requeue recorded before retries were entries
             _lost(range(previous + 1, number), errors, workers)
             previous = number
         workers.append(str(entry.get("worker") or UNKNOWN_WORKER))

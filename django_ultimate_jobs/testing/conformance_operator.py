@@ -11,7 +11,15 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from ..drivers.base import ClaimResult, JobDriver, PausedName, QueueStats, WorkerRecord
+from ..drivers.base import (
+    HISTORY_RETRIED,
+    ClaimResult,
+    JobDriver,
+    JobFilter,
+    PausedName,
+    QueueStats,
+    WorkerRecord,
+)
 from ..ids import uuid7
 from ..states import JobState
 from .conformance_bulk import BulkConformance
@@ -113,6 +121,31 @@ class OperatorConformance(BulkConformance):
         again = lane.claim_one()
         assert (again.id, again.attempt, again.claims) == (enqueued.id, 1, 2)
 
+    def test_a_requeue_is_an_entry_in_the_history(self, lane, driver, clock):
+        """A retry (one job, or in bulk) appends ``{"event": "retried"}``;
+        the next attempt counts from 1 again, after it."""
+        enqueued = lane.enqueue()
+        lane.nack(lane.claim_one("worker-a"), dead_letter=True, error="X_BOOM: no")
+        clock.advance(minutes=1)
+        driver.requeue(enqueued.id)
+        lane.nack(lane.claim_one("worker-b"), dead_letter=True, error="X_BOOM: no")
+        clock.advance(minutes=1)
+        where = JobFilter(queue=lane.queue, states=frozenset({JobState.DEAD}))
+        assert driver.requeue_many(where, limit=10).affected == 1
+        assert lane.ack(lane.claim_one("worker-c"))
+        history = lane.row(enqueued.id).history or []
+        assert [
+            (e.get("event"), e.get("attempt"), e.get("worker")) for e in history
+        ] == [
+            (None, 1, "worker-a"),
+            (HISTORY_RETRIED, None, None),
+            (None, 1, "worker-b"),
+            (HISTORY_RETRIED, None, None),
+            (None, 1, "worker-c"),
+        ]
+        assert datetime.fromisoformat(history[3]["at"]) == clock.now()
+        assert "from_step" not in history[1]
+
     def test_requeue_refusals(self, lane, driver):
         """Requeue refuses unknown ids, live jobs, and keys a live job holds."""
         lane.refused("X_JOB_NOT_FOUND", driver.requeue, uuid7())
@@ -145,6 +178,8 @@ class OperatorConformance(BulkConformance):
         lane.ack(job)
         driver.requeue(enqueued.id, from_step="charge")
         assert step_names(job.run_id) == {"fetch", "twin"}
+        (*_, retried) = lane.row(enqueued.id).history or [{}]
+        assert (retried["event"], retried["from_step"]) == (HISTORY_RETRIED, "charge")
 
     def test_requeue_from_an_unknown_step_is_refused(
         self, lane, driver, clock, put_step, step_names

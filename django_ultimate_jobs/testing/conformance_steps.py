@@ -9,13 +9,14 @@ inherits these checks (fixtures ``lane``, ``driver``, ``clock``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from ..drivers.base import ClaimedJob, JobDriver
-from ..drivers.steps import StepFence, StepRecord
+from ..drivers.steps import MatchedWait, StepFence, StepRecord
 from ..errors import JobsError
 from ..states import JobState
 
@@ -182,3 +183,47 @@ class StepsConformance:
         clock.advance(seconds=9)
         assert driver.events.find(step) is None
         assert driver.events.purge_expired() == 1
+
+    def test_events_are_listed_newest_first_with_the_waits_that_took_them(
+        self, lane: Lane, driver: JobDriver, clock: ManualClock
+    ) -> None:
+        """``listing`` answers the newest events (of a name), each with the
+        completed waits whose ``cursor_id`` is its id."""
+        event = f"{lane.job}.listed"
+        lane.enqueue()
+        job = lane.claim_one()
+        step = _waiting(driver, job, event, key="k")
+        first = driver.events.publish(event, {"n": 1}, "k", TTL_MS)
+        clock.advance(seconds=1)
+        second = driver.events.publish(event, {"n": 2}, None, TTL_MS)
+        other = driver.events.publish(f"{event}.other", {}, None, TTL_MS)
+        found: Any = driver.events.find(step)
+        assert found is not None and found.id == first.id
+        taken = replace(
+            step,
+            status="completed",
+            output=found.payload,
+            completed_at=clock.now(),
+            cursor_at=found.published_at,
+            cursor_id=found.id,
+        )
+        driver.steps.put(taken, _fence(job))
+        listed = driver.events.listing(name=event, limit=10)
+        assert [entry.event.id for entry in listed] == [second.id, first.id]
+        assert [entry.matched for entry in listed] == [
+            (),
+            (MatchedWait(job.run_id, "wait"),),
+        ]
+        oldest = listed[1].event
+        assert (oldest.name, oldest.payload, oldest.correlation_key) == (
+            event,
+            {"n": 1},
+            "k",
+        )
+        assert oldest.published_at == first.published_at
+        assert oldest.expires_at == first.expires_at
+        newest = driver.events.listing(name=event, limit=1)
+        assert [entry.event.id for entry in newest] == [second.id]
+        every = [e.event.id for e in driver.events.listing(name=None, limit=200)]
+        assert every.index(other.id) < every.index(second.id) < every.index(first.id)
+        assert driver.events.listing(name=f"{event}.none", limit=10) == []

@@ -493,6 +493,7 @@ class MemoryDriver(BaseDriver):
             row.attempt = 0
             row.run_at = row.updated_at = now
             row.visible_at = row.claimed_by = None
+            row.add_retry(now, from_step)
             if from_step is not None:
                 self._drop_steps(row.run_id, from_step)
             record = row.record()
@@ -591,6 +592,7 @@ class MemoryDriver(BaseDriver):
                 row.attempt = 0
                 row.run_at = row.updated_at = now
                 row.visible_at = row.claimed_by = None
+                row.add_retry(now, None)
         self._wake(row.queue for row in picked)
         return BulkResult(len(picked), len(eligible) - len(picked))
 

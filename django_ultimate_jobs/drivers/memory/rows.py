@@ -119,6 +119,15 @@ class JobRow:
         entries.append(entry)
         self.history = json.dumps(entries)
 
+    def add_retry(self, now: datetime, from_step: str | None) -> None:
+        """Append the operator's retry, as the requeue statements do."""
+        entries = load_json(self.history) or []
+        entry: dict[str, Any] = {"event": "retried", "at": now.isoformat()}
+        if from_step is not None:
+            entry["from_step"] = from_step
+        entries.append(entry)
+        self.history = json.dumps(entries)
+
     @property
     def key(self) -> tuple[str, str, str] | None:
         """The idempotency namespace entry, or ``None`` (never conflicts)."""

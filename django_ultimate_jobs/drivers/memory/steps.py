@@ -16,7 +16,14 @@ from uuid import UUID
 from ...errors import JobLeaseLost
 from ...ids import monotonic_uuid7
 from ...states import JobState
-from ..steps import EventRecord, StepFence, StepRecord, WaitMark
+from ..steps import (
+    EventListing,
+    EventRecord,
+    MatchedWait,
+    StepFence,
+    StepRecord,
+    WaitMark,
+)
 
 if TYPE_CHECKING:
     from .driver import MemoryDriver
@@ -138,6 +145,31 @@ class MemoryEvents:
             driver._events = kept
         return purged
 
+    def listing(self, *, name: str | None, limit: int) -> list[EventListing]:
+        """The newest ``limit`` events (of ``name``), each with its matched waits."""
+        driver = self.driver
+        with driver._lock:
+            rows = [
+                row
+                for row in reversed(driver._events)
+                if name is None or row.record.name == name
+            ][:limit]
+            ids = {row.record.id for row in rows}
+            matched: dict[UUID, list[MatchedWait]] = {}
+            for run_id, steps in driver._steps.items():
+                for step in steps.values():
+                    if step.status == "completed" and step.cursor_id in ids:
+                        assert step.cursor_id is not None
+                        wait = MatchedWait(run_id, step.name)
+                        matched.setdefault(step.cursor_id, []).append(wait)
+        return [
+            EventListing(
+                _fresh(row),
+                tuple(sorted(matched.get(row.record.id, ()), key=_wait_order)),
+            )
+            for row in rows
+        ]
+
     def _first_match(self, step: StepRecord, now: datetime) -> EventRow | None:
         seen_at_start = int(step.snapshot or 0)
         for event in self.driver._events:
@@ -189,6 +221,10 @@ def _fresh(row: EventRow) -> EventRecord:
         published_at=record.published_at,
         expires_at=record.expires_at,
     )
+
+
+def _wait_order(wait: MatchedWait) -> tuple[str, str]:
+    return (str(wait.run_id), wait.step)
 
 
 def _round_trip(record: StepRecord) -> StepRecord:

@@ -11,7 +11,15 @@ from django.db import connections, transaction
 
 from ...errors import JobLeaseLost, JobRowStatusUnknown
 from ...ids import monotonic_uuid7
-from ..steps import STEP_STATUSES, EventRecord, StepFence, StepRecord, WaitMark
+from ..steps import (
+    STEP_STATUSES,
+    EventListing,
+    EventRecord,
+    MatchedWait,
+    StepFence,
+    StepRecord,
+    WaitMark,
+)
 from .jsonb import dumps as _dumps
 from .jsonb import loads as _loads
 from .rows import EVENT_COLUMNS, STEP_COLUMNS, named, scalar
@@ -163,3 +171,21 @@ class PostgresEvents:
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
         return int(scalar(self.driver._rows("event_purge", {})))
+
+    def listing(self, *, name: str | None, limit: int) -> list[EventListing]:
+        """The newest ``limit`` events (of ``name``), each with its matched waits."""
+        events = []
+        for row in self.driver._rows("event_list", {"event": name, "limit": limit}):
+            event = named(EVENT_COLUMNS, row)
+            event["payload"] = _loads(event["payload"])
+            events.append(EventRecord(**event))
+        matched: dict[UUID, list[MatchedWait]] = {}
+        if events:
+            ids = [event.id for event in events]
+            for event_id, run_id, step in self.driver._rows(
+                "event_matched_waits", {"ids": ids}
+            ):
+                matched.setdefault(event_id, []).append(MatchedWait(run_id, step))
+        return [
+            EventListing(event, tuple(matched.get(event.id, ()))) for event in events
+        ]

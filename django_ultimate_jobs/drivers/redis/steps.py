@@ -19,7 +19,14 @@ from uuid import UUID
 
 from ...errors import JobLeaseLost
 from ...ids import uuid7
-from ..steps import EventRecord, StepFence, StepRecord, WaitMark
+from ..steps import (
+    EventListing,
+    EventRecord,
+    MatchedWait,
+    StepFence,
+    StepRecord,
+    WaitMark,
+)
 from .rows import from_us, opt, pairs, to_us
 
 if TYPE_CHECKING:
@@ -130,6 +137,12 @@ class RedisSteps:
             # Listed under the event, so a publish finds the parked run.
             entry = f"{queue}\n{fence.job_id}\n{record.name}"
             store.run("events", store.layout.events, ["wait", record.event, entry])
+        elif record.status == "completed" and record.cursor_id is not None:
+            # Listed under the event it took: the events page's matched waits.
+            taken = f"{record.run_id}\n{record.name}"
+            store.run(
+                "events", store.layout.events, ["took", str(record.cursor_id), taken]
+            )
 
 
 class RedisEvents:
@@ -242,6 +255,28 @@ class RedisEvents:
     def purge_expired(self) -> int:
         """Delete expired events; answers how many."""
         return self.purge(None, limit=10_000_000)
+
+    def listing(self, *, name: str | None, limit: int) -> list[EventListing]:
+        """The newest ``limit`` events (of ``name``), each with its matched waits."""
+        listed = []
+        for event_id, event, payload, key, published, expires, took in self._events(
+            "list", opt(name), limit
+        ):
+            waits = []
+            for entry in took:
+                run_id, step = entry.split("\n", 1)
+                waits.append(MatchedWait(UUID(run_id), step))
+            record = EventRecord(
+                id=UUID(event_id),
+                name=event,
+                payload=json.loads(payload),
+                correlation_key=key or None,
+                published_at=from_us(published),
+                expires_at=from_us(expires),
+            )
+            order = sorted(waits, key=lambda w: (str(w.run_id), w.step))
+            listed.append(EventListing(record, tuple(order)))
+        return listed
 
     def purge(self, now: datetime | None, *, limit: int) -> int:
         """Delete up to ``limit`` events expired at ``now`` (``None``: the store's now)."""

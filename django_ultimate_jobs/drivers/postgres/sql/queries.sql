@@ -1210,7 +1210,9 @@ SELECT (SELECT count(*) FROM removed) AS affected,
 
 -- name: job_requeue
 -- Make a finished job ready again: attempt 0, due now, lease columns
--- cleared, its run kept (earlier steps replay). With from_step, delete that
+-- cleared, its run kept (earlier steps replay), the retry appended to its
+-- history (attempts restart at 1: the entry is how a reader numbers them
+-- across retries). With from_step, delete that
 -- step and every step that started after it (a step sharing the target's
 -- start millisecond is kept unless it is the target); a from_step the run
 -- has no step of refuses the requeue. Nothing is deleted when the requeue
@@ -1236,7 +1238,11 @@ WITH clock AS (
 ), moved AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'ready', attempt = 0, run_at = clock.now, visible_at = NULL,
-           claimed_by = NULL, updated_at = clock.now
+           claimed_by = NULL, updated_at = clock.now,
+           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(
+               jsonb_strip_nulls(jsonb_build_object(
+                   'event', 'retried', 'at', clock.now,
+                   'from_step', %(from_step)s::text)))
       FROM target t, clock
      WHERE j.id = t.id AND t.state IN ('done', 'failed', 'dead', 'cancelled')
        AND NOT EXISTS (SELECT 1 FROM holder) AND (SELECT step FROM known)
@@ -1263,7 +1269,7 @@ SELECT t.state, (SELECT count(*) FROM moved) AS moved, (SELECT id FROM holder) A
 
 -- name: job_requeue_many
 -- Requeue up to limit finished rows, oldest id first: ready, attempt 0, due
--- now, lease cleared, runs kept. Of finished rows sharing one key only the
+-- now, lease cleared, runs kept, the retry appended to each history. Of finished rows sharing one key only the
 -- oldest is eligible, and none whose key a live job holds: a second call
 -- never moves a row the first one made a holder of, so "call until
 -- remaining is zero" ends. Wakes the queues that got rows.
@@ -1288,7 +1294,9 @@ WITH clock AS (
 ), moved AS (
     UPDATE ultimate_jobs_job AS j
        SET state = 'ready', attempt = 0, run_at = clock.now, visible_at = NULL,
-           claimed_by = NULL, updated_at = clock.now
+           claimed_by = NULL, updated_at = clock.now,
+           history = coalesce(j.history, '[]'::jsonb) || jsonb_build_array(
+               jsonb_build_object('event', 'retried', 'at', clock.now))
       FROM picked, clock
      WHERE j.id = picked.id AND j.state IN ('done', 'failed', 'dead', 'cancelled')
     RETURNING j.queue
@@ -1408,6 +1416,26 @@ SELECT * FROM (
 ) AS matched
  ORDER BY published_at, id
  LIMIT 1;
+
+
+-- name: event_list
+-- The stored events, newest first (publish order), optionally of one name
+-- (uj_event_lookup_idx serves it); the events page. Expired events are
+-- listed until the retention sweep purges them.
+SELECT e.id, e.name, e.payload, e.correlation_key, e.published_at, e.expires_at
+  FROM ultimate_jobs_event e
+ WHERE %(event)s::text IS NULL OR e.name = %(event)s::text
+ ORDER BY e.published_at DESC, e.id DESC
+ LIMIT %(limit)s;
+
+
+-- name: event_matched_waits
+-- The completed waits that took one of these events (the step keeps the
+-- event it took in cursor_id; uj_step_matched_idx serves the lookup).
+SELECT s.cursor_id, s.run_id, s.name
+  FROM ultimate_jobs_step s
+ WHERE s.cursor_id = ANY(%(ids)s::uuid[]) AND s.status = 'completed'
+ ORDER BY s.run_id, s.name;
 
 
 -- name: event_mark

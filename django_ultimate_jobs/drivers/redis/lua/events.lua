@@ -4,12 +4,15 @@
 --   n:<name>     zset      the event's seqs (score = seq)
 --   x            zset      seqs by expiry
 --   w:<name>     set       runs that wait on the event: "queue \n id \n step"
+--   t:<id>       set       the waits that took the event: "run \n step"
 -- ARGV[1] is the verb:
 --   publish now, id, name, payload, key?, ttl_ms -> {seq, pub, exp, waiters...}
 --   find    now, name, key?, snapshot, started us, cursor us?, cursor id?
 --   mark    now -> {seq, now}
 --   wait    name, entry   /  unwait name, entry
 --   purge   now, limit
+--   took    event id, entry   (a completed wait records the event it took)
+--   list    now, name?, limit -> {id, name, payload, key, pub, exp, n, entries...}...
 local verb = ARGV[1]
 if verb == 'publish' then
   local now = clock(ARGV[2])
@@ -61,11 +64,34 @@ elseif verb == 'purge' then
   local now, limit = clock(ARGV[2]), tonumber(ARGV[3])
   local gone = redis.call('ZRANGEBYSCORE', P .. 'x', '-inf', fmt(now), 'LIMIT', 0, limit)
   for _, seq in ipairs(gone) do
-    local name = redis.call('HGET', P .. 'e:' .. seq, 'name')
-    if name then redis.call('ZREM', P .. 'n:' .. name, seq) end
+    local f = redis.call('HMGET', P .. 'e:' .. seq, 'name', 'id')
+    if f[1] then redis.call('ZREM', P .. 'n:' .. f[1], seq) end
+    if f[2] then redis.call('DEL', P .. 't:' .. f[2]) end
     redis.call('DEL', P .. 'e:' .. seq)
     redis.call('ZREM', P .. 'x', seq)
   end
   return #gone
+elseif verb == 'took' then
+  return redis.call('SADD', P .. 't:' .. ARGV[2], ARGV[3])
+elseif verb == 'list' then
+  -- Newest first: by sequence, of one name (its zset) or of all (the
+  -- expiry zset holds every stored event; sorted here, the admin's page).
+  local name, limit = opt(ARGV[3]), tonumber(ARGV[4])
+  local seqs
+  if name then
+    seqs = redis.call('ZREVRANGE', P .. 'n:' .. name, 0, limit - 1)
+  else
+    seqs = redis.call('ZRANGE', P .. 'x', 0, -1)
+    table.sort(seqs, function(a, b) return tonumber(a) > tonumber(b) end)
+  end
+  local out = {}
+  for i = 1, math.min(#seqs, limit) do
+    local f = redis.call('HMGET', P .. 'e:' .. seqs[i], 'id', 'name', 'payload', 'key', 'pub', 'exp')
+    if f[1] then
+      local took = redis.call('SMEMBERS', P .. 't:' .. f[1])
+      out[#out + 1] = { f[1], f[2], f[3], f[4] or '', f[5], f[6], took }
+    end
+  end
+  return out
 end
 return redis.error_reply('unknown verb ' .. verb)

@@ -166,6 +166,17 @@ local function owned(r, worker, claim)
   return r ~= nil and r.st == 'running' and r.cb == worker and r.clm == claim
 end
 
+local function append_history(id, r, e)
+  local h = r.hist
+  if h == nil or h == '' then
+    h = '[' .. e .. ']'
+  else
+    h = string.sub(h, 1, -2) .. ',' .. e .. ']'
+  end
+  redis.call('HSET', jkey(id), 'hist', h)
+  r.hist = h
+end
+
 -- Append one attempt's entry to the row's history (JSON text, "at" in us).
 local function history(id, r, worker, now, err)
   local e = '{"attempt":' .. r.att .. ',"worker":'
@@ -178,15 +189,16 @@ local function history(id, r, worker, now, err)
   if err then
     e = e .. ',"error":' .. cjson.encode(err)
   end
-  e = e .. '}'
-  local h = r.hist
-  if h == nil or h == '' then
-    h = '[' .. e .. ']'
-  else
-    h = string.sub(h, 1, -2) .. ',' .. e .. ']'
+  append_history(id, r, e .. '}')
+end
+
+-- Append an operator's retry to the row's history (attempts restart at 1).
+local function retried(id, r, now, from)
+  local e = '{"event":"retried","at":' .. fmt(now)
+  if from then
+    e = e .. ',"from_step":' .. cjson.encode(from)
   end
-  redis.call('HSET', jkey(id), 'hist', h)
-  r.hist = h
+  append_history(id, r, e .. '}')
 end
 
 -- A claimed row's pickup latency in ms: due (at) to claimed (cat),

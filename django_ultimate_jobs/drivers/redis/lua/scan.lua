@@ -120,6 +120,7 @@ for i = 1, moved do
   local id = r.id
   queue = r.queue
   if verb == 'requeue' then
+    retried(id, r, now, nil)
     unfinish(id, r)
     setstate(id, r, 'ready')
     r.at = fmt(now)

@@ -17,7 +17,8 @@ local function step_started(value)
   return tonumber(started)
 end
 
-local function to_ready(id, r)
+local function to_ready(id, r, from)
+  retried(id, r, now, from)
   unfinish(id, r)
   setstate(id, r, 'ready')
   r.at = fmt(now)
@@ -74,7 +75,7 @@ if verb == 'requeue' then
     end
     redis.call('HDEL', sk, from)
   end
-  to_ready(id, r)
+  to_ready(id, r, from)
   wake(r.queue)
   local row = flat(id)
   table.insert(row, 1, 'ok')

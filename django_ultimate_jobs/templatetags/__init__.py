@@ -1,0 +1,1 @@
+"""The app's template libraries (``{% load ultimate_jobs_admin %}``)."""
