@@ -401,6 +401,79 @@ def test_a_cell_an_import_cannot_read_names_its_line_and_column(
     assert "seven" not in str(refused.value)  # never the value
 
 
+def _set_cell(storage, prefix: str, column: str, text: str) -> None:
+    """Change one cell of the last part's first row; size and SHA-256 in the
+    manifest recomputed, so the artifact checks out but for that cell."""
+    manifest = _manifest(storage, prefix)
+    index = len(manifest["parts"]) - 1
+    rows = list(
+        csv.reader(io.StringIO(_part(storage, prefix, index).decode(), newline=""))
+    )
+    first = 1 if index == 0 else 0  # part 0 starts with the header
+    rows[first][[c["name"] for c in manifest["columns"]].index(column)] = text
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerows(rows)
+    data = out.getvalue().encode()
+    manifest["parts"][index].update(
+        bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+    manifest["bytes"] = sum(p["bytes"] for p in manifest["parts"])
+    _rewrite(storage, f"{prefix}/part-{index:05d}.csv", data)
+    _rewrite(storage, f"{prefix}/manifest.json", json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize(
+    "column, text, reason",
+    [
+        ("name", "'", "null, the field name is not nullable"),
+        ("name", "x\x00y", "a NUL character"),
+        ("note", "x\x00y", "a NUL character"),
+        ("data", '{"a": "x\\u0000y"}', "a NUL character"),
+        ("name", "n" * 201, "201 characters, over max_length=200"),
+        (
+            "amount",
+            "1e30",
+            "a decimal with 31 digits before the point, the field takes 10",
+        ),
+        ("amount", "1.234", "a decimal with 3 decimal places, the field keeps 2"),
+        ("grp", "40000", "outside -32768..32767"),
+        ("id", "99999999999999999999", "outside -9223372036854775808.."),
+    ],
+    ids=[
+        "null",
+        "nul-char",
+        "nul-text",
+        "nul-json",
+        "max-length",
+        "digits",
+        "places",
+        "smallint",
+        "bigint",
+    ],
+)
+def test_a_cell_its_field_cannot_take_is_refused_before_any_part_loads(
+    declare, pg_driver, storage, column, text, reason
+):
+    _export(declare, pg_driver, "t.ex.fit", "out/fit")
+    _set_cell(storage, "out/fit", column, text)
+    load = declare.imports("t.ex.fit", retry=Retry(attempts=3))
+
+    with pytest.raises(CommandError, match="X_IMPORT_ROW_INVALID") as refused:
+        _command("jobs_import", load.name, "--prefix", "out/fit")
+    message = str(refused.value)
+    assert f"part-00002.csv line 1 (row 1), column {column!r}: " in message
+    assert reason in message
+    assert text not in message or text == "'"  # never the value
+
+    job_id = load.enqueue(prefix="out/fit").id
+    _drain(pg_driver)
+    job = Job.objects.get(id=job_id)
+    assert (job.state, job.attempt) == ("dead", 1)
+    assert Import.objects.get(name=load.name).error.startswith("X_IMPORT_ROW_INVALID")
+    assert not ExportItemCopy.objects.exists()  # not even the parts before it
+    assert not Step.objects.filter(run_id=job.run_id, name__startswith="load-").exists()
+
+
 def test_rows_the_database_refuses_fail_the_import_with_a_code(
     declare, pg_driver, storage
 ):
