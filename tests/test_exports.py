@@ -438,6 +438,7 @@ def _set_cell(storage, prefix: str, column: str, text: str) -> None:
         ("amount", "1.234", "a decimal with 3 decimal places, the field keeps 2"),
         ("grp", "40000", "outside -32768..32767"),
         ("id", "99999999999999999999", "outside -9223372036854775808.."),
+        ("id", str(2**63 - 1), "the range of a BigAutoField less its last value"),
     ],
     ids=[
         "null",
@@ -449,6 +450,7 @@ def _set_cell(storage, prefix: str, column: str, text: str) -> None:
         "places",
         "smallint",
         "bigint",
+        "sequence-max",
     ],
 )
 def test_a_cell_its_field_cannot_take_is_refused_before_any_part_loads(
@@ -472,6 +474,19 @@ def test_a_cell_its_field_cannot_take_is_refused_before_any_part_loads(
     assert Import.objects.get(name=load.name).error.startswith("X_IMPORT_ROW_INVALID")
     assert not ExportItemCopy.objects.exists()  # not even the parts before it
     assert not Step.objects.filter(run_id=job.run_id, name__startswith="load-").exists()
+
+
+def test_a_key_one_below_its_type_maximum_loads_and_the_next_insert_fits(
+    declare, pg_driver, storage
+):
+    _export(declare, pg_driver, "t.ex.top", "out/top", count=3)
+    _set_cell(storage, "out/top", "id", str(2**63 - 2))
+    load = declare.imports("t.ex.top")
+    load.enqueue(prefix="out/top")
+    _drain(pg_driver)
+    row = Import.objects.get(name=load.name)
+    assert row.state == "done", row.error
+    assert ExportItemCopy.objects.create().pk == 2**63 - 1
 
 
 def test_rows_the_database_refuses_fail_the_import_with_a_code(

@@ -7,7 +7,10 @@ character (PostgreSQL text and jsonb cannot hold one), a string over
 ``decimal_places``, an integer outside the column type's range, text that is
 no IP address for an ``inet`` column. Each is refused here, in the verify
 pass, so an import loads nothing from an artifact with one such cell, rather
-than the parts before it.
+than the parts before it. One rule is the import's own: an auto-numbered
+field (``AutoField`` and kin) takes values up to one below its type's
+maximum, since the sequence moved past the loaded rows must number the
+next insert.
 
 What is not checked here (a ``CHECK`` constraint, a unique field other than
 the key, a foreign key's target) is refused by the database at the load of
@@ -45,6 +48,7 @@ _INTEGER_TYPES = frozenset(
         "PositiveSmallIntegerField",
     }
 )
+_AUTO_TYPES = frozenset({"AutoField", "BigAutoField", "SmallAutoField"})
 _VARCHAR_TYPES = frozenset(
     {"CharField", "SlugField", "FilePathField", "FileField", "IPAddressField"}
 )
@@ -99,10 +103,15 @@ def _field_check(
         if not field.null
         else "null, the manifest says the column is not nullable"
     )
+    # Auto-numbered itself, not through a foreign key (which may point at
+    # a row holding the last value).
+    auto = field.get_internal_type() in _AUTO_TYPES
     low: int | None = None
     high: int | None = None
     if kind in _INTEGER_TYPES:
         low, high = connection.ops.integer_field_range(kind)
+        if auto and high is not None:
+            high -= 1  # the sequence moved past it must number one more row
     max_length = base.max_length if kind in _VARCHAR_TYPES else None
     digits = getattr(base, "max_digits", None) if kind == "DecimalField" else None
     places = getattr(base, "decimal_places", None) or 0
@@ -114,7 +123,9 @@ def _field_check(
             return "a NUL character, which PostgreSQL text and JSON cannot hold"
         if low is not None and high is not None and isinstance(value, int):
             if not low <= value <= high:
-                return f"an integer outside {low}..{high}, the range of a {kind}"
+                return f"an integer outside {low}..{high}, the range of a {kind}" + (
+                    " less its last value" if auto else ""
+                )
         elif max_length is not None and isinstance(value, str):
             if len(value) > max_length:
                 return f"{len(value)} characters, over max_length={max_length}"
