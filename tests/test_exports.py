@@ -476,6 +476,24 @@ def test_a_cell_its_field_cannot_take_is_refused_before_any_part_loads(
     assert not Step.objects.filter(run_id=job.run_id, name__startswith="load-").exists()
 
 
+def test_a_key_twice_in_a_part_is_refused_before_any_part_loads(
+    declare, pg_driver, storage
+):
+    """One upsert statement cannot update a row twice (a CardinalityViolation,
+    retried): a part repeating a key is refused at the verify step."""
+    _export(declare, pg_driver, "t.ex.twice", "out/twice")
+    twin = _part(storage, "out/twice", 2).decode().split("\r\n")[1].split(",")[0]
+    _set_cell(storage, "out/twice", "id", twin)
+    load = declare.imports("t.ex.twice", retry=Retry(attempts=3))
+    job_id = load.enqueue(prefix="out/twice").id
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "dead"
+    error = Import.objects.get(name=load.name).error
+    assert error.startswith("X_IMPORT_ROW_INVALID")
+    assert "part-00002.csv line 2 (row 2), column 'id': the key repeats" in error
+    assert not ExportItemCopy.objects.exists()
+
+
 def test_a_key_one_below_its_type_maximum_loads_and_the_next_insert_fits(
     declare, pg_driver, storage
 ):

@@ -374,26 +374,44 @@ class ImportHandle(ArtifactHandle):
                 f"manifest says {part.rows}",
                 meta={"problem": "count"},
             )
+        self._check_cells(rows, manifest, mapping, index, what=what)
+        return rows
+
+    def _check_cells(
+        self,
+        rows: list[list[Any]],
+        manifest: Manifest,
+        mapping: Mapping_,
+        index: int,
+        *,
+        what: str,
+    ) -> None:
+        """Every loaded cell one its field takes, each key once in the part
+        (one upsert statement cannot update a row twice)."""
         checks = cell_checks(self.model, manifest.columns, mapping)
+        (key,) = [n for n, field in mapping if field is self.key]
+        keys: set[Any] = set()
         # A CSV part 0 starts with its header: lines count as decode's do.
         first = 2 if manifest.format == "csv" and index == 0 else 1
         for number, row in enumerate(rows):
-            for cell, check in checks:
-                reason = check(row[cell])
-                if reason is not None:
-                    line = first + number
-                    name = manifest.columns[cell].name
-                    raise ImportRowInvalid(
-                        f"{what}: {part.name} line {line} (row {number + 1}), "
-                        f"column {name!r}: {reason}",
-                        meta={
-                            "part": part.name,
-                            "line": line,
-                            "row": number + 1,
-                            "column": name,
-                        },
-                    )
-        return rows
+            reasons = ((cell, check(row[cell])) for cell, check in checks)
+            refused = next(((c, r) for c, r in reasons if r is not None), None)
+            if refused is None and row[key] in keys:
+                refused = (key, "the key repeats an earlier row of the part")
+            keys.add(row[key])
+            if refused is not None:
+                line = first + number
+                name = manifest.columns[refused[0]].name
+                raise ImportRowInvalid(
+                    f"{what}: {manifest.parts[index].name} line {line} (row "
+                    f"{number + 1}), column {name!r}: {refused[1]}",
+                    meta={
+                        "part": manifest.parts[index].name,
+                        "line": line,
+                        "row": number + 1,
+                        "column": name,
+                    },
+                )
 
     def _verify(
         self,
