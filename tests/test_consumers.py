@@ -270,6 +270,22 @@ def test_a_bad_batch_halts_the_consumer_with_a_code_and_handles_nothing(
     assert not StreamEffect.objects.exists()
 
 
+def test_items_answered_as_a_tuple_are_handled_as_a_list(declare, pg_driver):
+    seen = []
+
+    def fetch(cursor):
+        if cursor >= 4:
+            return Batch(items=(), cursor=cursor)  # caught up
+        return Batch(items=(cursor + 1, cursor + 2), cursor=cursor + 2)
+
+    declare("t.cons.tuple", fetch=fetch, handle=seen.append, start=0)
+    job_id = run_consumer("t.cons.tuple").id
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "done"
+    assert seen == [[1, 2], [3, 4]]
+    assert _row("t.cons.tuple").cursor == 4
+
+
 def test_an_opaque_cursor_is_never_compared_but_must_move_with_items(
     declare, pg_driver
 ):
@@ -460,6 +476,10 @@ def test_on_a_terminal_a_run_shows_items_and_rate_without_a_bar():
         (("t.cons.nope",), "X_CONSUMER_UNKNOWN"),
         (("t.cons.refuse", "--set-cursor", "{bad"), "X_CONSUMER_CURSOR_INVALID"),
         (("t.cons.refuse", "--set-cursor", "5"), "X_CONSUMER_STATE_INVALID"),
+        # order="natural" compares numbers or strings: the next fetch would halt.
+        (("t.cons.refuse", "--set-cursor", "[1,2]"), "X_CONSUMER_CURSOR_INVALID"),
+        (("t.cons.refuse", "--set-cursor", "true"), "X_CONSUMER_CURSOR_INVALID"),
+        (("t.cons.refuse", "--set-cursor", '{"a": 1}'), "X_CONSUMER_CURSOR_INVALID"),
         (("t.cons.refuse", "--resume"), "X_CONSUMER_STATE_INVALID"),
     ],
 )

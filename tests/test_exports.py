@@ -401,6 +401,112 @@ def test_a_cell_an_import_cannot_read_names_its_line_and_column(
     assert "seven" not in str(refused.value)  # never the value
 
 
+def _set_cell(storage, prefix: str, column: str, text: str) -> None:
+    """Change one cell of the last part's first row; size and SHA-256 in the
+    manifest recomputed, so the artifact checks out but for that cell."""
+    manifest = _manifest(storage, prefix)
+    index = len(manifest["parts"]) - 1
+    rows = list(
+        csv.reader(io.StringIO(_part(storage, prefix, index).decode(), newline=""))
+    )
+    first = 1 if index == 0 else 0  # part 0 starts with the header
+    rows[first][[c["name"] for c in manifest["columns"]].index(column)] = text
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\r\n").writerows(rows)
+    data = out.getvalue().encode()
+    manifest["parts"][index].update(
+        bytes=len(data), sha256=hashlib.sha256(data).hexdigest()
+    )
+    manifest["bytes"] = sum(p["bytes"] for p in manifest["parts"])
+    _rewrite(storage, f"{prefix}/part-{index:05d}.csv", data)
+    _rewrite(storage, f"{prefix}/manifest.json", json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize(
+    "column, text, reason",
+    [
+        ("name", "'", "null, the field name is not nullable"),
+        ("name", "x\x00y", "a NUL character"),
+        ("note", "x\x00y", "a NUL character"),
+        ("data", '{"a": "x\\u0000y"}', "a NUL character"),
+        ("name", "n" * 201, "201 characters, over max_length=200"),
+        (
+            "amount",
+            "1e30",
+            "a decimal with 31 digits before the point, the field takes 10",
+        ),
+        ("amount", "1.234", "a decimal with 3 decimal places, the field keeps 2"),
+        ("grp", "40000", "outside -32768..32767"),
+        ("id", "99999999999999999999", "outside -9223372036854775808.."),
+        ("id", str(2**63 - 1), "the range of a BigAutoField less its last value"),
+    ],
+    ids=[
+        "null",
+        "nul-char",
+        "nul-text",
+        "nul-json",
+        "max-length",
+        "digits",
+        "places",
+        "smallint",
+        "bigint",
+        "sequence-max",
+    ],
+)
+def test_a_cell_its_field_cannot_take_is_refused_before_any_part_loads(
+    declare, pg_driver, storage, column, text, reason
+):
+    _export(declare, pg_driver, "t.ex.fit", "out/fit")
+    _set_cell(storage, "out/fit", column, text)
+    load = declare.imports("t.ex.fit", retry=Retry(attempts=3))
+
+    with pytest.raises(CommandError, match="X_IMPORT_ROW_INVALID") as refused:
+        _command("jobs_import", load.name, "--prefix", "out/fit")
+    message = str(refused.value)
+    assert f"part-00002.csv line 1 (row 1), column {column!r}: " in message
+    assert reason in message
+    assert text not in message or text == "'"  # never the value
+
+    job_id = load.enqueue(prefix="out/fit").id
+    _drain(pg_driver)
+    job = Job.objects.get(id=job_id)
+    assert (job.state, job.attempt) == ("dead", 1)
+    assert Import.objects.get(name=load.name).error.startswith("X_IMPORT_ROW_INVALID")
+    assert not ExportItemCopy.objects.exists()  # not even the parts before it
+    assert not Step.objects.filter(run_id=job.run_id, name__startswith="load-").exists()
+
+
+def test_a_key_twice_in_a_part_is_refused_before_any_part_loads(
+    declare, pg_driver, storage
+):
+    """One upsert statement cannot update a row twice (a CardinalityViolation,
+    retried): a part repeating a key is refused at the verify step."""
+    _export(declare, pg_driver, "t.ex.twice", "out/twice")
+    twin = _part(storage, "out/twice", 2).decode().split("\r\n")[1].split(",")[0]
+    _set_cell(storage, "out/twice", "id", twin)
+    load = declare.imports("t.ex.twice", retry=Retry(attempts=3))
+    job_id = load.enqueue(prefix="out/twice").id
+    _drain(pg_driver)
+    assert Job.objects.get(id=job_id).state == "dead"
+    error = Import.objects.get(name=load.name).error
+    assert error.startswith("X_IMPORT_ROW_INVALID")
+    assert "part-00002.csv line 2 (row 2), column 'id': the key repeats" in error
+    assert not ExportItemCopy.objects.exists()
+
+
+def test_a_key_one_below_its_type_maximum_loads_and_the_next_insert_fits(
+    declare, pg_driver, storage
+):
+    _export(declare, pg_driver, "t.ex.top", "out/top", count=3)
+    _set_cell(storage, "out/top", "id", str(2**63 - 2))
+    load = declare.imports("t.ex.top")
+    load.enqueue(prefix="out/top")
+    _drain(pg_driver)
+    row = Import.objects.get(name=load.name)
+    assert row.state == "done", row.error
+    assert ExportItemCopy.objects.create().pk == 2**63 - 1
+
+
 def test_rows_the_database_refuses_fail_the_import_with_a_code(
     declare, pg_driver, storage
 ):

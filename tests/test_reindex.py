@@ -21,6 +21,7 @@ from django_ultimate_jobs.search import (
 )
 from django_ultimate_jobs.search.errors import (
     ReindexDeclarationInvalid,
+    SearchConfigUnknown,
     SearchQueryInvalid,
 )
 from django_ultimate_jobs.search.reindex import (
@@ -356,6 +357,37 @@ def test_a_query_the_index_cannot_run_is_refused_with_a_code(declare, query, lim
     handle = declare("t.ri.query")
     with pytest.raises(SearchQueryInvalid, match="X_SEARCH_QUERY_INVALID"):
         handle.search_ids(query, limit=limit)
+
+
+def test_a_configuration_the_database_lacks_is_a_coded_terminal_failure(
+    declare, pg_driver
+):
+    """A name is all the declaration can check (no database at import): the
+    pass fails terminally with a code, not a retried ProgrammingError, and
+    ``manage.py check --database`` names it."""
+    from django.core import checks
+
+    handle = declare(
+        "t.ri.klingon",
+        index=PostgresSearchIndex(config="klingon"),
+        retry=Retry(attempts=3),
+    )
+    _articles(3)
+    messages = checks.run_checks(tags=[checks.Tags.database], databases=["default"])
+    (message,) = [m for m in messages if m.id == "ultimate_jobs.E301"]
+    assert "X_SEARCH_CONFIG_UNKNOWN: reindex 't.ri.klingon'" in message.msg
+    # Without --database, Django runs no database check: import stays offline.
+    assert "ultimate_jobs.E301" not in [m.id for m in checks.run_checks()]
+
+    job_id = handle.enqueue().id
+    _drain(pg_driver)
+    job = Job.objects.get(id=job_id)
+    assert (job.state, job.attempt) == ("dead", 1)  # terminal: no retry
+    row = Reindex.objects.get(name=handle.name)
+    assert row.state == "failed"
+    assert row.error.startswith("X_SEARCH_CONFIG_UNKNOWN")
+    with pytest.raises(SearchConfigUnknown, match="no text search configuration"):
+        handle.search_ids("anything")
 
 
 # -- the command and the admin -------------------------------------------------------

@@ -353,3 +353,60 @@ def test_bad_declarations_are_refused_with_a_code(options):
         webhook_receiver(**options)
     assert caught.value.code == "X_WEBHOOK_RECEIVER_INVALID"
     assert "whsec_short" not in caught.value.render()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b'{"a": "x\x00y"}', id="raw-nul"),
+        pytest.param(b"\xff\xfe", id="not-utf8"),
+    ],
+)
+def test_a_body_the_job_refuses_is_a_coded_400_not_a_500(
+    db, declare_jobs, body, caplog
+):
+    """A 500 makes a Standard Webhooks sender retry a poison request for
+    hours: a refused input is answered 4xx, nothing kept, no traceback."""
+
+    @declare_jobs("default", "tests.inbound_nul")()
+    def on_text(ctx, *, webhook_id: str, body: str):
+        return None
+
+    response, _ = _post(_view(on_text), body=body, headers=_signed(body=body))
+    assert (response.status_code, response.content) == (
+        400,
+        b'{"error": "X_JOB_INPUT_INVALID"}',
+    )
+    assert not InboundDelivery.objects.exists()
+    assert not Job.objects.exists()
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+def test_a_body_refused_by_the_input_schema_is_a_coded_400(db, declare_jobs):
+    def schema(given):
+        if len(given["body"]) > 5:
+            raise ValueError("body too long")
+
+    @declare_jobs("default", "tests.inbound_schema")(input_schema=schema)
+    def on_short(ctx, *, webhook_id: str, body: str):
+        return None
+
+    response, _ = _post(_view(on_short))
+    assert (response.status_code, response.content) == (
+        400,
+        b'{"error": "X_JOB_INPUT_INVALID"}',
+    )
+    assert not InboundDelivery.objects.exists()
+
+
+def test_a_job_handle_that_cannot_take_a_delivery_is_refused_at_import(
+    declare_jobs,
+):
+    @declare_jobs("default", "tests.inbound_shape")()
+    def on_other(ctx, *, event: str):
+        return None
+
+    with pytest.raises(WebhookReceiverInvalid) as caught:
+        webhook_receiver(name="x", path="hooks/", verify=SECRET, handle=on_other)
+    assert caught.value.code == "X_WEBHOOK_RECEIVER_INVALID"
+    assert "webhook_id" in caught.value.render()

@@ -427,3 +427,36 @@ def test_without_the_extra_the_package_imports_and_the_sender_names_it():
         'X_WEBHOOK_CLIENT_MISSING | pip install "django-ultimate-jobs[webhooks]" '
         "on every worker"
     )
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X A": "v"},
+        {"webhook-id:msg_forged": "y"},
+        {"": "v"},
+        {"X-Ok\x00": "v"},
+        {"X-Caf\u00e9": "v"},
+        {"Webhook-Signature": "v1,forged"},
+        {"X-Ok": "a\r\nwebhook-id: forged"},
+        {"X-Ok": "a\x00b"},
+        {"X-Ok": "a\x7fb"},
+        {"X-Ok": " padded"},
+        {"X-Ok": "caf\u00e9"},
+    ],
+)
+def test_endpoint_headers_that_are_not_valid_http_fields_are_refused(
+    settings, pg_driver, headers
+):
+    from django_ultimate_jobs.models import WebhookEndpoint
+    from django_ultimate_jobs.webhooks.errors import WebhookEndpointInvalid
+
+    settings.ULTIMATE_JOBS = {"QUEUES": ["default"]}
+    with pytest.raises(WebhookEndpointInvalid) as caught:
+        create_endpoint("https://example.com/hook", headers=headers)
+    assert caught.value.code == "X_WEBHOOK_ENDPOINT_INVALID"
+    assert not WebhookEndpoint.objects.exists()
+    endpoint, _ = create_endpoint(
+        "https://example.com/hook", headers={"X-Tenant_ID.v2": "a b\tc"}
+    )
+    assert endpoint.headers == {"X-Tenant_ID.v2": "a b\tc"}

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from ..validation import JsonRefused, json_text
+from .cursor import cursor_order_problem
 from .declaration import get_consumer
 from .errors import ConsumerCursorInvalid, ConsumerStateInvalid
 
@@ -133,7 +134,9 @@ def set_consumer_cursor(name: str, cursor: Any) -> None:
     Raises:
         ConsumerUnknown: not declared.
         ConsumerStateInvalid: it is neither paused nor halted.
-        ConsumerCursorInvalid: the cursor cannot be stored as JSON.
+        ConsumerCursorInvalid: the cursor cannot be stored as JSON, or
+            the consumer's ``order=`` could never compare it (a list for
+            ``"natural"``): its next fetch would halt on it.
     """
     from .models import Consumer
 
@@ -143,6 +146,11 @@ def set_consumer_cursor(name: str, cursor: Any) -> None:
         raise ConsumerCursorInvalid(
             f"the cursor {refused.reason}", meta={"consumer": name}
         ) from None
+    problem = cursor_order_problem(get_consumer(name), cursor)
+    if problem is not None:
+        raise ConsumerCursorInvalid(
+            f"the cursor does not fit: {problem}", meta={"consumer": name}
+        )
     with transaction.atomic():
         row = consumer_row(name, lock=True)
         if row.state not in (Consumer.State.PAUSED, Consumer.State.HALTED):

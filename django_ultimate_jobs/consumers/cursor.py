@@ -16,7 +16,7 @@ from ..validation import JsonRefused, json_text
 from .declaration import Batch, ConsumerSpec
 from .errors import ConsumerBatchInvalid, ConsumerCursorBackwards
 
-__all__ = ["checked_batch"]
+__all__ = ["checked_batch", "cursor_order_problem"]
 
 
 def checked_batch(spec: ConsumerSpec, answer: Any, stored: Any) -> Batch:
@@ -70,10 +70,34 @@ def _as_batch(spec: ConsumerSpec, answer: Any) -> Batch:
     if isinstance(batch.items, str | bytes) or not isinstance(batch.items, Sequence):
         raise ConsumerBatchInvalid(
             f"fetch() of consumer {spec.name!r} answered items that are a "
-            f"{type(batch.items).__name__}, not a list",
+            f"{type(batch.items).__name__}, not a list or tuple",
             meta={"consumer": spec.name},
         )
     return batch
+
+
+def cursor_order_problem(spec: ConsumerSpec, cursor: Any) -> str | None:
+    """Why the consumer's ``order=`` could never compare ``cursor``, or ``None``.
+
+    ``"natural"`` compares numbers or strings; a key callable must take it;
+    ``None`` (opaque cursors) takes any. ``None`` (the stream's start) fits all.
+    """
+    if cursor is None or spec.order is None:
+        return None
+    if callable(spec.order):
+        try:
+            spec.order(cursor)
+        except Exception as error:
+            return f"order= of consumer {spec.name!r} cannot key it ({type(error).__name__})"
+        return None
+    if isinstance(cursor, str) or (
+        isinstance(cursor, int | float) and not isinstance(cursor, bool)
+    ):
+        return None
+    return (
+        f"consumer {spec.name!r} orders its cursors naturally: a number or a "
+        f"string, not a {type(cursor).__name__}"
+    )
 
 
 def _behind(spec: ConsumerSpec, new: Any, old: Any) -> bool:

@@ -5,7 +5,8 @@ one live pass per artifact). Its pass reads ``<prefix>/manifest.json``
 (:mod:`.manifest`) and checks it fits the model (every column a field of
 the same type, the key among them); then it **verifies** every part (one
 durable step each: present, its byte size and SHA-256 the manifest's, every
-line a row of its columns, as many rows as listed) before it **loads** any
+line a row of its columns, every loaded cell a value its field's column
+takes (:mod:`.cells`), as many rows as listed) before it **loads** any
 (one durable step a part, its rows upserted on the key in the step's
 transaction). So a manifest that does not match its parts loads nothing; a
 part loaded is recorded with its step, and an attempt after a crash goes on
@@ -40,6 +41,7 @@ from ..maintenance.builtin import housekeeping_queue
 from ..retry import Retry
 from ..validation import MAX_NAME_LENGTH as job_name_limit
 from .artifact import ArtifactHandle
+from .cells import cell_checks
 from .columns import field_type
 from .errors import (
     ImportDeclarationInvalid,
@@ -243,9 +245,9 @@ class ImportHandle(ArtifactHandle):
         storage = self.open_storage()
         what = self.what(prefix)
         manifest = read_manifest(storage, prefix, what=what)
-        self.mapping(manifest, what=what)
+        mapping = self.mapping(manifest, what=what)
         for index in range(len(manifest.parts)):
-            self._rows(storage, prefix, manifest, index, what=what)
+            self._rows(storage, prefix, manifest, mapping, index, what=what)
         return ImportPlan(
             name=self.name,
             prefix=prefix,
@@ -343,11 +345,13 @@ class ImportHandle(ArtifactHandle):
         storage: Storage,
         prefix: str,
         manifest: Manifest,
+        mapping: Mapping_,
         index: int,
         *,
         what: str,
     ) -> list[list[Any]]:
-        """Part ``index``'s rows, checked against the manifest."""
+        """Part ``index``'s rows, checked against the manifest and every
+        loaded cell against its field (:mod:`.cells`)."""
         part = manifest.parts[index]
         data = read_part(storage, prefix, part, what=what)
         try:
@@ -370,7 +374,44 @@ class ImportHandle(ArtifactHandle):
                 f"manifest says {part.rows}",
                 meta={"problem": "count"},
             )
+        self._check_cells(rows, manifest, mapping, index, what=what)
         return rows
+
+    def _check_cells(
+        self,
+        rows: list[list[Any]],
+        manifest: Manifest,
+        mapping: Mapping_,
+        index: int,
+        *,
+        what: str,
+    ) -> None:
+        """Every loaded cell one its field takes, each key once in the part
+        (one upsert statement cannot update a row twice)."""
+        checks = cell_checks(self.model, manifest.columns, mapping)
+        (key,) = [n for n, field in mapping if field is self.key]
+        keys: set[Any] = set()
+        # A CSV part 0 starts with its header: lines count as decode's do.
+        first = 2 if manifest.format == "csv" and index == 0 else 1
+        for number, row in enumerate(rows):
+            reasons = ((cell, check(row[cell])) for cell, check in checks)
+            refused = next(((c, r) for c, r in reasons if r is not None), None)
+            if refused is None and row[key] in keys:
+                refused = (key, "the key repeats an earlier row of the part")
+            keys.add(row[key])
+            if refused is not None:
+                line = first + number
+                name = manifest.columns[refused[0]].name
+                raise ImportRowInvalid(
+                    f"{what}: {manifest.parts[index].name} line {line} (row "
+                    f"{number + 1}), column {name!r}: {refused[1]}",
+                    meta={
+                        "part": manifest.parts[index].name,
+                        "line": line,
+                        "row": number + 1,
+                        "column": name,
+                    },
+                )
 
     def _verify(
         self,
@@ -380,10 +421,10 @@ class ImportHandle(ArtifactHandle):
         what: str,
         at: Position,
     ) -> dict[str, Any]:
-        manifest, _ = reading()
+        manifest, mapping = reading()
         if at.page >= len(manifest.parts):
             return {"cursor": at.cursor, "rows": 0}
-        self._rows(storage, prefix, manifest, at.page, what=what)
+        self._rows(storage, prefix, manifest, mapping, at.page, what=what)
         return {"cursor": at.page, "rows": 1}
 
     def _load(
@@ -398,7 +439,7 @@ class ImportHandle(ArtifactHandle):
         manifest, mapping = reading()
         if at.page >= len(manifest.parts):
             return {"cursor": at.cursor, "rows": 0}
-        rows = self._rows(storage, prefix, manifest, at.page, what=what)
+        rows = self._rows(storage, prefix, manifest, mapping, at.page, what=what)
         self._upsert(rows, mapping, what=f"{what}: {manifest.parts[at.page].name}")
         ledger.page_done(
             cursor=at.page,

@@ -11,6 +11,7 @@ engine is one class. Importing this module touches no model.
 
 from __future__ import annotations
 
+from . import checks as _checks  # noqa: F401  (registers the system check)
 from .memory import MemorySearchIndex
 from .port import Document, Hit, SearchIndex
 from .postgres import PostgresSearchIndex

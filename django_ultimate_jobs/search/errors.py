@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from ..errors import JobsError, RetryClass
 
-__all__ = ["ReindexDeclarationInvalid", "ReindexUnknown", "SearchQueryInvalid"]
+__all__ = [
+    "ReindexDeclarationInvalid",
+    "ReindexUnknown",
+    "SearchConfigUnknown",
+    "SearchQueryInvalid",
+]
 
 
 class ReindexDeclarationInvalid(JobsError):
@@ -24,6 +29,18 @@ class ReindexUnknown(JobsError):
     code = "X_REINDEX_UNKNOWN"
     retry_class = RetryClass.NOT_IN_JOB
     default_fix = "python manage.py jobs_reindex --list  (lists the declared reindexes)"
+
+
+class SearchConfigUnknown(JobsError):
+    """``PostgresSearchIndex(config=...)`` names no text search configuration
+    of the database (checked there: a name is all the declaration knows)."""
+
+    code = "X_SEARCH_CONFIG_UNKNOWN"
+    retry_class = RetryClass.TERMINAL
+    default_fix = (
+        "name a configuration the database has (SELECT cfgname FROM "
+        "pg_ts_config: english, simple, german...), or create it"
+    )
 
 
 class SearchQueryInvalid(JobsError):

@@ -23,6 +23,7 @@ from django.db.models import F, OuterRef, QuerySet, Subquery, TextField
 from django.db.models.functions import Cast
 
 from ..validation import storable_text
+from .errors import SearchConfigUnknown
 from .port import Document, Hit
 
 __all__ = ["MAX_DOCUMENT_CHARS", "PostgresSearchIndex"]
@@ -31,6 +32,14 @@ MAX_DOCUMENT_CHARS = 250_000
 """Text kept per document (the fields in order, each cut to what is left):
 PostgreSQL refuses a ``tsvector`` over 1 MB."""
 _CONFIG = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+# A configuration ::regconfig resolves: on the search path, by name.
+_CONFIG_EXISTS: LiteralString = """
+SELECT EXISTS (
+  SELECT 1 FROM pg_ts_config c JOIN pg_namespace n ON n.oid = c.cfgnamespace
+   WHERE c.cfgname = %s AND n.nspname = ANY (current_schemas(true)))
+"""
+_known_configs: set[tuple[str, str]] = set()
+"""(database alias, configuration) seen to exist: asked once a process."""
 
 # One statement per page. The documents travel as one jsonb array (a
 # statement of fixed shape whatever the page size); the database builds each
@@ -84,10 +93,45 @@ class PostgresSearchIndex:
             )
         return None
 
+    def config_problem(self) -> str | None:
+        """What is wrong with ``config`` in the database (one query, once a
+        process), or ``None``; the system check ``ultimate_jobs.E301`` asks."""
+        problem = self.check()
+        if problem is not None:
+            return problem
+        alias = self._alias()
+        if (alias, self.config) in _known_configs:
+            return None
+        with connections[alias].cursor() as cursor:
+            cursor.execute(_CONFIG_EXISTS, [self.config])
+            (exists,) = cursor.fetchone()
+        if not exists:
+            return (
+                f"PostgresSearchIndex(config={self.config!r}): the database "
+                f"{alias!r} has no text search configuration {self.config!r}"
+            )
+        _known_configs.add((alias, self.config))
+        return None
+
+    def require_config(self) -> None:
+        """Refuse a configuration the database does not have.
+
+        Raises:
+            SearchConfigUnknown: terminal: every retry would fail alike.
+        """
+        problem = self.config_problem()
+        if problem is not None:
+            raise SearchConfigUnknown(problem, meta={"config": self.config})
+
     def upsert(self, index: str, documents: Sequence[Document]) -> None:
-        """Write ``documents`` in one statement (the last of a repeated id wins)."""
+        """Write ``documents`` in one statement (the last of a repeated id wins).
+
+        Raises:
+            SearchConfigUnknown: ``config`` is no configuration of the database.
+        """
         if not documents:
             return
+        self.require_config()
         first = documents[0]
         names = list(first.fields)
         params: dict[str, Any] = {"index": index, "config": self.config}
@@ -166,6 +210,7 @@ class PostgresSearchIndex:
     def _query(self, query: str) -> Any:
         from django.contrib.postgres.search import SearchQuery
 
+        self.require_config()
         return SearchQuery(query, config=self.config, search_type="websearch")
 
     def _documents(self, index: str) -> QuerySet[Any]:
@@ -174,9 +219,12 @@ class PostgresSearchIndex:
         return SearchDocument.objects.filter(index_name=index)
 
     def _cursor(self) -> Any:
+        return connections[self._alias()].cursor()
+
+    def _alias(self) -> str:
         from ..models import SearchDocument
 
-        return connections[router.db_for_write(SearchDocument)].cursor()
+        return router.db_for_write(SearchDocument)
 
 
 def _texts(doc: Document, names: list[str]) -> dict[str, str]:

@@ -81,13 +81,36 @@ class Table:
         from django.core.exceptions import ValidationError
 
         try:
-            return self.model._base_manager.filter(**{self.by: key})
-        except (ValueError, TypeError, ValidationError) as error:
+            rows = self.model._base_manager.filter(**{self.by: key})
+            self._check_range(key)
+        except (ValueError, TypeError, ValidationError, OverflowError) as error:
             raise SubjectKeyInvalid(
                 f"the key does not fit by={self.by!r} of the {self.label} "
                 f"table ({type(error).__name__})",
                 meta={"model": self.label, "by": self.by},
             ) from None
+        return rows
+
+    def _check_range(self, key: Any) -> None:
+        """Django answers no rows for an integer its column cannot hold
+        (2**70 for a bigint): a key no row can have is refused instead.
+
+        Raises:
+            OverflowError: the key is outside the column type's range.
+        """
+        from django.db import connections, router
+
+        field: Any = resolve_path(self.model, self.by)
+        while field.is_relation and field.target_field is not None:
+            field = field.target_field  # a foreign key holds its target's key
+        kind = field.get_internal_type()
+        ops = connections[router.db_for_read(self.model)].ops
+        if kind not in ops.integer_field_ranges:
+            return
+        low, high = ops.integer_field_range(kind)
+        value = field.get_prep_value(key)
+        if not low <= value <= high:
+            raise OverflowError(f"outside the range of a {kind}")
 
     def untreated(self, key: Any) -> QuerySet[Any]:
         """The rows an erase has yet to treat (none for a retained table)."""

@@ -8,6 +8,7 @@ receiver can switch at its own pace without refusing a single delivery.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -51,6 +52,11 @@ OWNED_HEADERS = frozenset(
     }
 )
 """Headers the sender sets itself: an endpoint's ``headers`` cannot hold them."""
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP field name (RFC 9110 section 5.1: a token)."""
+_FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
+"""A field value kept to visible ASCII with inner spaces and tabs (RFC 9110
+section 5.5 without obs-text, which each client encodes its own way)."""
 
 
 def _allow_http() -> bool:
@@ -85,9 +91,20 @@ def check_endpoint_fields(
                 f"the endpoint header {name!r} is set by the sender",
                 meta={"header": name},
             )
-        if any(c in name + value for c in "\r\n\x00") or not name.isascii():
+        if not _TOKEN.fullmatch(name):
+            # RFC 9110 field names are tokens: a space or a colon would
+            # make the request malformed or smuggle a header of its own.
             raise WebhookEndpointInvalid(
-                "an endpoint header holds a line break, a NUL or non-ASCII name"
+                "an endpoint header name is not an HTTP field name (RFC 9110 "
+                "token: letters, digits and !#$%&'*+-.^_`|~)",
+                meta={"header": name.encode("ascii", "backslashreplace").decode()},
+            )
+        if not _FIELD_VALUE.fullmatch(value):
+            raise WebhookEndpointInvalid(
+                f"the endpoint header {name!r} has a value that is not visible "
+                "ASCII, spaces and tabs (no line break, NUL or control character, "
+                "no surrounding spaces)",
+                meta={"header": name},
             )
     return list(dict.fromkeys(listed))
 

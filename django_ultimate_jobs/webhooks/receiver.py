@@ -8,8 +8,10 @@ unmatched a 401: never a 500); then ONE transaction inserts the dedupe row
 (``InboundDelivery``, unique per receiver and ``webhook-id``) and runs
 ``handle`` (a job is enqueued, or a callable runs), and only after it
 commits is a 2xx sent. A replay of a delivered id answers 200 and does
-nothing; a ``handle`` that raises rolls everything back and answers 500, so
-the sender retries.
+nothing; a ``handle`` that refuses the input (``X_JOB_INPUT_INVALID``) rolls
+everything back and answers 400 (the same request would be refused again);
+one that raises anything else rolls back and answers 500, so the sender
+retries.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from django.urls import URLPattern
 from django.urls import path as url_path
 from django.views.decorators.csrf import csrf_exempt
 
-from ..errors import JobsError
+from ..errors import JobInputInvalid, JobsError
 from ..jobs import JobHandle
 from ..validation import name_problem
 from .errors import (
@@ -188,7 +190,15 @@ def _check_declaration(
         problems.append(
             "verify is required: secrets, StandardWebhooks(...) or a callable"
         )
-    if not (isinstance(handle, JobHandle) or callable(handle)):
+    if isinstance(handle, JobHandle):
+        try:
+            # Every delivery enqueues exactly these keywords: a job that
+            # does not take them would refuse every request (and the sender
+            # would give the events up), so it is refused here, at import.
+            handle.shape.check(handle.name, {"webhook_id": "", "body": ""})
+        except JobInputInvalid as error:
+            problems.append(f"handle {error.cause} (webhook_id and body)")
+    elif not callable(handle):
         problems.append("handle must be a job or a callable")
     if (
         isinstance(max_bytes, bool)
@@ -272,7 +282,7 @@ class _ReceiverView:
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError:
-                return _error(400, "a body for a job must be UTF-8 text")
+                return _error(400, JobInputInvalid.code)
         try:
             event = InboundEvent(
                 receiver=self.name,
@@ -282,6 +292,16 @@ class _ReceiverView:
                 headers=dict(request.headers),
             )
             created = self._record(event)
+        except JobInputInvalid as error:
+            # The input was refused (a NUL in the body, which PostgreSQL
+            # cannot store; the job's input_schema...): the same request
+            # is refused every time, so it is a 4xx, never a 500 that a
+            # Standard Webhooks sender retries for hours.
+            logger.warning(
+                "jobs.webhook.receiver.input-refused",
+                extra={"receiver": self.name, "code": error.code},
+            )
+            return _error(400, error.code)
         except Exception as error:
             logger.exception(
                 "jobs.webhook.receiver.handle-failed",
