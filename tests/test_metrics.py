@@ -251,6 +251,35 @@ def test_the_grafana_dashboard_names_only_metrics_that_exist():
     )
 
 
+def _alert_exprs() -> list[str]:
+    text = (REPO / "docs/howto/monitoring.md").read_text()
+    exprs = re.findall(r"^\s+expr: (.+)$", text, re.M)
+    assert exprs, "the monitoring how-to has no alert rules"
+    return exprs
+
+
+def test_fleet_gauges_are_aggregated_with_max_or_min_not_summed():
+    """Every endpoint serves the same fleet gauges: a sum counts them once per endpoint."""
+    fleet = [m.name for m in METRICS if m.source == "fleet"]
+    dashboard = json.loads((REPO / "docs/grafana/ultimate-jobs.json").read_text())
+    exprs = _alert_exprs() + [
+        target["expr"]
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+    ]
+    checked = 0
+    for expr in exprs:
+        for name in fleet:
+            for found in re.finditer(rf"\b{name}\b", expr):
+                before = expr[: found.start()]
+                around = re.search(r"(\w+)(?: by \([^)]*\))?\s*\($", before)
+                assert around and around.group(1) in ("max", "min"), (
+                    f"{name} is not under max/min in: {expr}"
+                )
+                checked += 1
+    assert checked
+
+
 def test_the_monitoring_howto_lists_every_metric():
     text = (REPO / "docs/howto/monitoring.md").read_text()
     listed = set(re.findall(r"^\| `(ultimate_jobs_\w+)`", text, re.M))
