@@ -280,6 +280,17 @@ def test_fleet_gauges_are_aggregated_with_max_or_min_not_summed():
     assert checked
 
 
+@pytest.mark.django_db
+def test_the_operator_commands_the_monitoring_howto_names_run():
+    """An alert that names a command that does not exist sends the operator nowhere."""
+    text = (REPO / "docs/howto/monitoring.md").read_text()
+    commands = re.findall(r"manage\.py (jobs [^\"`\n]+)", text)
+    assert commands
+    for command in commands:
+        name, *args = command.split()
+        call_command(name, *args)
+
+
 def test_the_monitoring_howto_lists_every_metric():
     text = (REPO / "docs/howto/monitoring.md").read_text()
     listed = set(re.findall(r"^\| `(ultimate_jobs_\w+)`", text, re.M))
