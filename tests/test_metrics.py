@@ -225,6 +225,28 @@ def test_a_taken_metrics_port_is_a_coded_refusal():
     assert f"127.0.0.1:{port}" in message
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_taken_port_of_any_child_stops_the_start_before_a_child_runs():
+    """``--processes 2``: child 1's port taken, so no child starts at all."""
+    for _ in range(50):
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        with socket.socket() as taken:
+            try:
+                taken.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            taken.listen()
+            message = _refused("--metrics-port", str(port), "--processes", "2")
+            break
+    else:
+        raise AssertionError("no port P with P + 1 free in 50 tries")
+    assert message.startswith("X_METRICS_SERVE_FAILED: "), message
+    assert f"127.0.0.1:{port + 1}" in message
+
+
 # -- the dashboard and the import cost ----------------------------------------------
 
 
