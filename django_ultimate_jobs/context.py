@@ -160,7 +160,7 @@ class JobContext:
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger carrying the job's name, id, run id, attempt and queue."""
         if self._logger is None:
-            self._logger = logging.LoggerAdapter(
+            self._logger = _JobLogger(
                 logging.getLogger("django_ultimate_jobs.job"), self.log_fields()
             )
         return self._logger
@@ -262,3 +262,15 @@ def _check_progress(done: Any, total: Any, note: Any) -> None:
             f"at most {MAX_PROGRESS_NOTE_LENGTH} are stored",
             meta={"length": len(note), "limit": MAX_PROGRESS_NOTE_LENGTH},
         )
+
+
+class _JobLogger(logging.LoggerAdapter[logging.Logger]):
+    """Adds the job's fields to a call's own ``extra=`` (the stock adapter replaces it).
+
+    The job's fields win over a same-named key of the call's: a line cannot
+    claim another job's id.
+    """
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        kwargs["extra"] = {**(kwargs.get("extra") or {}), **(self.extra or {})}
+        return msg, kwargs

@@ -13,8 +13,9 @@ show the details too:
   error="..."``);
 - :class:`JSONFormatter`: one JSON object per line with the event, the
   level, the logger, the job's ids (``job_id``, ``run_id``, ``attempt``,
-  ``queue``), the ``trace_id`` and ``span_id`` read from the job's
-  ``traceparent`` when it has one, and every other detail.
+  ``queue``), the ``trace_id`` and ``span_id`` of the current
+  OpenTelemetry span or else read from the job's ``traceparent``, and every
+  other detail.
 
 Both read the details off the record: they work for your own loggers too.
 """
@@ -23,8 +24,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import sys
 from datetime import UTC, datetime
 from typing import Any
+
+from django_ultimate_jobs.terminal import escape_json, printable
 
 __all__ = ["ConsoleFormatter", "JSONFormatter", "record_details", "trace_ids"]
 
@@ -36,6 +41,9 @@ _STANDARD = frozenset(
 
 _FIRST = ("job", "job_id", "run_id", "attempt", "queue", "outcome", "code", "error")
 """Details shown first, in this order (the job, then what went wrong)."""
+
+TRACEBACK_INDENT = "    "
+"""Put before each line of a traceback in the console (only records start at column 0)."""
 
 MAX_VALUE = 300
 """A detail longer than this is cut (with an ellipsis) in the console line."""
@@ -83,17 +91,34 @@ class ConsoleFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
-        """Format ``record`` as the base formatter does, with its details."""
-        line = super().format(record)
+        """Format ``record`` as the base formatter does, with its details.
+
+        The line is terminal-safe whatever the record holds: the message,
+        the detail keys and values have their control characters escaped,
+        and each line of a traceback or stack is indented (a newline in an
+        exception message cannot put a forged record at column 0).
+        """
+        record.message = record.getMessage()
+        if self.usesTime():
+            record.asctime = self.formatTime(record, self.datefmt)
         pairs = [
-            f"{key}={_show(value)}"
+            f"{_show(key)}={_show(value)}"
             for key, value in record_details(record).items()
             if key != "traceparent" and value is not None
         ]
-        if not pairs:
-            return line
-        head, newline, rest = line.partition("\n")
-        return f"{head} {' '.join(pairs)}{newline}{rest}"
+        head = " ".join([printable(self.formatMessage(record)), *pairs])
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        after = [record.exc_text or ""]
+        if record.stack_info:
+            after.append(self.formatStack(record.stack_info))
+        lines = [
+            TRACEBACK_INDENT + printable(line)
+            for text in after
+            if text
+            for line in text.split("\n")
+        ]
+        return "\n".join([head, *lines])
 
 
 class JSONFormatter(logging.Formatter):
@@ -102,9 +127,14 @@ class JSONFormatter(logging.Formatter):
     Keys: ``time`` (ISO 8601, UTC), ``level``, ``logger``, ``event`` (the
     message, an event name for the app's records), then the record's details
     (``job``, ``job_id``, ``run_id``, ``attempt``, ``queue``... as logged),
-    ``trace_id`` and ``span_id`` when the record carries a ``traceparent``,
-    and ``exception`` (the formatted traceback) when there is one. A value
-    JSON cannot hold is written as its ``str()``.
+    ``trace_id`` and ``span_id`` (of the OpenTelemetry span current in the
+    thread, else of the record's ``traceparent``), and ``exception`` (the
+    formatted traceback) when there is one. A value JSON cannot hold is
+    written as its ``str()``; NaN and the infinities as the strings
+    ``"NaN"``, ``"Infinity"``, ``"-Infinity"`` (strict parsers refuse them
+    bare). Control characters, the line separators, bidirectional overrides
+    and lone surrogates are escaped (``\\u001b``, ``\\u2028``): the line is
+    valid UTF-8 and terminal-safe.
     """
 
     def format(self, record: logging.LogRecord) -> str:
@@ -118,7 +148,8 @@ class JSONFormatter(logging.Formatter):
             "event": record.getMessage(),
         }
         details = record_details(record)
-        ids = trace_ids(details.pop("traceparent", None))
+        ids = current_span_ids() or trace_ids(details.pop("traceparent", None))
+        details.pop("traceparent", None)
         entry.update(details)
         if ids is not None:
             entry["trace_id"], entry["span_id"] = ids
@@ -128,7 +159,35 @@ class JSONFormatter(logging.Formatter):
             entry["exception"] = record.exc_text
         if record.stack_info:
             entry["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return escape_json(json.dumps(_finite(entry), default=str, ensure_ascii=False))
+
+
+def current_span_ids() -> tuple[str, str] | None:
+    """``(trace_id, span_id)`` of the OpenTelemetry span current in this thread.
+
+    None when there is none, and when ``opentelemetry`` was never imported
+    (tracing off): it is not imported here.
+    """
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:
+        return None
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return f"{context.trace_id:032x}", f"{context.span_id:016x}"
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and the infinities as the strings JavaScript writes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return (
+            "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+        )
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _show(value: Any) -> str:

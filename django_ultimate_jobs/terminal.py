@@ -17,12 +17,16 @@ import json
 import re
 from typing import Any
 
-__all__ = ["printable", "printable_json", "printable_tree"]
+__all__ = ["escape_json", "printable", "printable_json", "printable_tree"]
 
 # C0 (newline and tab included: a row is one line), DEL, C1 (0x9b is an
 # 8-bit CSI), the Unicode line and paragraph separators, and the
-# bidirectional overrides and isolates that reorder what a line shows.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# bidirectional overrides and isolates that reorder what a line shows; and
+# lone surrogates (a surrogateescape-decoded file name), which no stream can
+# encode.
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def printable(text: str) -> str:
@@ -50,7 +54,17 @@ def printable_json(value: Any) -> str:
     separators raw; those get the same ``\\uXXXX`` form, so the line stays
     valid JSON.
     """
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return escape_json(
+        json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    )
+
+
+def escape_json(text: str) -> str:
+    """JSON text with each control character left raw by ``json.dumps`` as ``\\uXXXX``.
+
+    Still the same JSON (those characters occur only inside strings), and
+    one line a terminal shows as it is.
+    """
     return _CONTROL.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 

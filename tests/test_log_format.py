@@ -148,3 +148,94 @@ def test_an_exception_keeps_its_traceback_after_the_details():
     assert "ValueError: boom" in rest
     entry = json.loads(JSONFormatter().format(record))
     assert "ValueError: boom" in entry["exception"]
+
+
+def test_ctx_logger_keeps_the_callers_extra(pg_driver, declared, caplog):
+    """The job's fields are added to ``extra=``, not put in its place."""
+
+    @declared()
+    def talk(ctx):
+        ctx.logger.warning("user.plain", extra={"order_id": 42, "job": "forged"})
+
+    enqueued = talk.enqueue()
+    with caplog.at_level(logging.INFO, logger="django_ultimate_jobs.job"):
+        run_jobs(queues=["logs"], driver=pg_driver)
+    (record,) = [r for r in caplog.records if r.msg == "user.plain"]
+    entry = json.loads(JSONFormatter().format(record))
+    assert entry["order_id"] == 42
+    assert entry["job"] == "t.logs.talk"
+    assert entry["job_id"] == str(enqueued.id)
+    line = ConsoleFormatter(FORMAT).format(record)
+    assert "order_id=42" in line and f"job_id={enqueued.id}" in line
+
+
+def _record(msg: str = "event", exc_info=None) -> logging.LogRecord:
+    return logging.LogRecord("x", logging.ERROR, "", 0, msg, (), exc_info)
+
+
+def _raised(message: str):
+    import sys
+
+    try:
+        raise ValueError(message)
+    except ValueError:
+        return sys.exc_info()
+
+
+HOSTILE = "a\x1b[31m\x9b\x85\u2028\u2029\u202e\x7f\udcff z"
+
+
+def test_the_json_line_escapes_controls_and_lone_surrogates():
+    record = _record()
+    record.error = HOSTILE
+    line = JSONFormatter().format(record)
+    line.encode("utf-8")  # a lone surrogate raised UnicodeEncodeError here
+    for raw in "\x1b\x9b\x85\u2028\u2029\u202e\x7f\udcff":
+        assert raw not in line, repr(raw)
+    assert "\\u009b" in line and "\\u202e" in line and "\\udcff" in line
+    assert json.loads(line)["error"] == HOSTILE
+
+
+def test_the_json_line_writes_nan_and_infinity_as_strings():
+    record = _record()
+    record.ratio = float("nan")
+    record.limits = {"up": float("inf"), "down": [float("-inf"), 1.5]}
+    line = JSONFormatter().format(record)
+    entry = json.loads(line, parse_constant=lambda bare: pytest.fail(bare))
+    assert entry["ratio"] == "NaN"
+    assert entry["limits"] == {"up": "Infinity", "down": ["-Infinity", 1.5]}
+
+
+def test_the_console_record_is_terminal_safe_traceback_and_keys_too():
+    record = _record(
+        "jobs.on-settled.failed",
+        _raised("boom\x1b]0;owned\x07\nERROR django_ultimate_jobs: forged"),
+    )
+    record.__dict__["a b=c\nd"] = 1
+    record.note = "\udcff"
+    line = ConsoleFormatter(FORMAT).format(record)
+    line.encode("utf-8")
+    assert "\x1b" not in line and "\x07" not in line
+    head, *rest = line.split("\n")
+    assert head.startswith("ERROR x: jobs.on-settled.failed ")
+    assert '"a b=c\\nd"=1' in head and 'note="\\udcff"' in head
+    # Every traceback line is indented: nothing forged at column 0.
+    assert rest and all(part.startswith("    ") for part in rest), rest
+    assert any("ValueError: boom\\x1b]0;owned\\x07" in part for part in rest)
+
+
+def test_the_json_trace_id_is_the_current_spans_when_there_is_one():
+    trace = pytest.importorskip("opentelemetry.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    record = _record()
+    record.traceparent = TRACEPARENT
+    tracer = TracerProvider().get_tracer("test")
+    with tracer.start_as_current_span("attempt") as span:
+        entry = json.loads(JSONFormatter().format(record))
+    context = span.get_span_context()
+    assert entry["trace_id"] == f"{context.trace_id:032x}"
+    assert entry["span_id"] == f"{context.span_id:016x}"
+    assert trace.get_current_span().get_span_context().is_valid is False
+    entry = json.loads(JSONFormatter().format(record))
+    assert entry["trace_id"] == "4bf92f3577b34da6a3ce929d0e0e4736"

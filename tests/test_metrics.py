@@ -225,6 +225,28 @@ def test_a_taken_metrics_port_is_a_coded_refusal():
     assert f"127.0.0.1:{port}" in message
 
 
+@pytest.mark.postgres
+@pytest.mark.django_db
+def test_a_taken_port_of_any_child_stops_the_start_before_a_child_runs():
+    """``--processes 2``: child 1's port taken, so no child starts at all."""
+    for _ in range(50):
+        with socket.socket() as free:
+            free.bind(("127.0.0.1", 0))
+            port = free.getsockname()[1]
+        with socket.socket() as taken:
+            try:
+                taken.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            taken.listen()
+            message = _refused("--metrics-port", str(port), "--processes", "2")
+            break
+    else:
+        raise AssertionError("no port P with P + 1 free in 50 tries")
+    assert message.startswith("X_METRICS_SERVE_FAILED: "), message
+    assert f"127.0.0.1:{port + 1}" in message
+
+
 # -- the dashboard and the import cost ----------------------------------------------
 
 
@@ -249,6 +271,46 @@ def test_the_grafana_dashboard_names_only_metrics_that_exist():
     assert not unknown, (
         f"docs/grafana/ultimate-jobs.json names unknown metrics: {unknown}"
     )
+
+
+def _alert_exprs() -> list[str]:
+    text = (REPO / "docs/howto/monitoring.md").read_text()
+    exprs = re.findall(r"^\s+expr: (.+)$", text, re.M)
+    assert exprs, "the monitoring how-to has no alert rules"
+    return exprs
+
+
+def test_fleet_gauges_are_aggregated_with_max_or_min_not_summed():
+    """Every endpoint serves the same fleet gauges: a sum counts them once per endpoint."""
+    fleet = [m.name for m in METRICS if m.source == "fleet"]
+    dashboard = json.loads((REPO / "docs/grafana/ultimate-jobs.json").read_text())
+    exprs = _alert_exprs() + [
+        target["expr"]
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+    ]
+    checked = 0
+    for expr in exprs:
+        for name in fleet:
+            for found in re.finditer(rf"\b{name}\b", expr):
+                before = expr[: found.start()]
+                around = re.search(r"(\w+)(?: by \([^)]*\))?\s*\($", before)
+                assert around and around.group(1) in ("max", "min"), (
+                    f"{name} is not under max/min in: {expr}"
+                )
+                checked += 1
+    assert checked
+
+
+@pytest.mark.django_db
+def test_the_operator_commands_the_monitoring_howto_names_run():
+    """An alert that names a command that does not exist sends the operator nowhere."""
+    text = (REPO / "docs/howto/monitoring.md").read_text()
+    commands = re.findall(r"manage\.py (jobs [^\"`\n]+)", text)
+    assert commands
+    for command in commands:
+        name, *args = command.split()
+        call_command(name, *args)
 
 
 def test_the_monitoring_howto_lists_every_metric():

@@ -5,6 +5,8 @@ Imports ``prometheus_client``: imported only when the flag is given.
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import start_http_server
@@ -16,7 +18,7 @@ from .errors import MetricsServeFailed
 if TYPE_CHECKING:
     from ..worker.runner import Worker
 
-__all__ = ["MetricsServer"]
+__all__ = ["MetricsServer", "check_ports"]
 
 
 class MetricsServer:
@@ -42,10 +44,7 @@ class MetricsServer:
             )
         except OSError as error:
             self.metrics.disconnect()
-            raise MetricsServeFailed(
-                f"runjobs could not serve metrics on {addr}:{port}: {error.strerror}",
-                meta={"addr": addr, "port": port},
-            ) from error
+            raise _cannot_serve(addr, port, error) from error
         bound = self._httpd.server_address[1]
         self.url = f"http://{addr if ':' not in addr else f'[{addr}]'}:{bound}/metrics"
 
@@ -55,3 +54,30 @@ class MetricsServer:
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
+
+
+def check_ports(addr: str, ports: Iterable[int]) -> None:
+    """Raise ``MetricsServeFailed`` for the first of ``ports`` that cannot be bound.
+
+    ``runjobs --processes N`` checks its children's ports (port + k) this
+    way before it starts any: one taken port stops the start, instead of a
+    child that fails over and over beside the others that run.
+    """
+    for port in ports:
+        try:
+            family, _, _, _, sockaddr = socket.getaddrinfo(
+                addr, port, type=socket.SOCK_STREAM
+            )[0]
+            with socket.socket(family, socket.SOCK_STREAM) as probe:
+                # As the server binds (http.server reuses the address).
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(sockaddr)
+        except OSError as error:
+            raise _cannot_serve(addr, port, error) from error
+
+
+def _cannot_serve(addr: str, port: int, error: OSError) -> MetricsServeFailed:
+    return MetricsServeFailed(
+        f"runjobs could not serve metrics on {addr}:{port}: {error.strerror or error}",
+        meta={"addr": addr, "port": port},
+    )

@@ -101,6 +101,7 @@ class Attempt:
         "ctx",
         "deadline",
         "handle",
+        "lost",
         "renewed",
         "started",
         "timeout_ms",
@@ -119,6 +120,8 @@ class Attempt:
         self.timeout_ms: int | None = None
         self.ctx: JobContext | None = None
         self.abandoned = False
+        self.lost: set[str] = set()
+        """What this attempt lost (``"lease"``, ``"slot"``): each is reported once."""
         self._settle_right = [True]
 
     def start(self) -> None:

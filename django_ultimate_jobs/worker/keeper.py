@@ -152,8 +152,11 @@ class Keeper:
             self._announce(bool(held))
 
     def _lose(self, attempt: Attempt) -> None:
-        if attempt.settled:
+        # A body that ignores its cancellation stays held: its lease is lost
+        # once (one log line, one count), not at every later heartbeat.
+        if attempt.settled or "lease" in attempt.lost:
             return
+        attempt.lost.add("lease")
         self.leases_lost += 1
         logger.error("jobs.lease.lost", extra=_job_extra(attempt))
         attempt.token.cancel(
@@ -166,8 +169,9 @@ class Keeper:
         # The row is still ours but its fleet-wide slot lapsed (a stall past
         # the visibility timeout) or was taken: stop the body, so the cap
         # holds. It settles through the ordinary failure path (retried).
-        if attempt.settled:
+        if attempt.settled or "slot" in attempt.lost:
             return
+        attempt.lost.add("slot")
         logger.error("jobs.worker.slot-lost", extra=_job_extra(attempt))
         name = attempt.claimed.name
         attempt.token.cancel(

@@ -24,8 +24,8 @@ from django_ultimate_jobs import operator
 from django_ultimate_jobs.metrics import METRICS
 from django_ultimate_jobs.metrics.models import MetricsSnapshot
 from django_ultimate_jobs.metrics.snapshot import SNAPSHOT_KEY
-from django_ultimate_jobs.models import Job
-from tests.jobsapp.jobs import always_fail, fail_once, noop, slow
+from django_ultimate_jobs.models import Job, Worker
+from tests.jobsapp.jobs import always_fail, fail_once, hang, noop, slow
 from tests.support.waiting import wait_until
 from tests.support.workers import WorkerFleet, subprocess_env_for_url
 
@@ -328,3 +328,31 @@ def test_a_database_outage_shows_on_the_endpoint_and_is_counted(proxied_fleet):
     assert _value(after, "ultimate_jobs_database_up") == 1
     assert _value(after, "ultimate_jobs_database_outages_total") == 1
     assert worker.output().count("jobs.db.lost") == 1
+
+
+def test_a_held_job_that_ignores_its_cancellation_loses_its_lease_once(fleet, tmp_path):
+    """One lost lease: one ``jobs.lease.lost`` line and a count of one, however
+    many heartbeats pass while the body still runs."""
+    flag = tmp_path / "hold"
+    flag.touch()
+    held = hang.enqueue(flag=str(flag))
+    worker = fleet.start(
+        "--no-scheduler",
+        "--metrics-port",
+        str(_free_port()),
+        env={"UJ_METRICS_INTERVAL": "100ms", "UJ_HEARTBEAT": "100ms"},
+    )
+    url = _metrics_url(worker)
+    wait_until(lambda: operator.job_state(held.id) == "running", SETTLE_S)
+    operator.cancel(held.id)
+    worker.wait_for_output("jobs.lease.lost", SETTLE_S)
+    seen = Worker.objects.get().heartbeat_at
+
+    def ten_heartbeats_later() -> bool:
+        return Worker.objects.get().heartbeat_at >= seen + timedelta(seconds=1)
+
+    wait_until(ten_heartbeats_later, SETTLE_S, message=fleet.logs)
+    samples = _scrape(url)
+    assert worker.output().count("jobs.lease.lost") == 1
+    assert _value(samples, "ultimate_jobs_job_leases_lost_total") == 1
+    flag.unlink()

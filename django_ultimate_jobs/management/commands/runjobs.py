@@ -309,7 +309,8 @@ def _metrics_options(options: dict[str, Any]) -> tuple[str, int] | None:
     """``(addr, port)`` of this process's metrics endpoint, or None.
 
     Checked before anything starts: the port (and, with ``--processes N``,
-    every child's port + k) must be a TCP port, and the client installed.
+    every child's port + k) must be a TCP port, and the client installed;
+    with ``--processes N``, every child's port must be free to bind.
     """
     port, addr = options["metrics_port"], options["metrics_addr"]
     if port is None:
@@ -335,8 +336,14 @@ def _metrics_options(options: dict[str, Any]) -> tuple[str, int] | None:
 
     require_client()
     child = os.environ.get("ULTIMATE_JOBS_CHILD")
+    addr = addr or METRICS_ADDR
+    if child is None and options["processes"] > 1:
+        # The supervisor: every child's port must be free before any starts.
+        from ...metrics.server import check_ports
+
+        check_ports(addr, range(port, last + 1))
     offset = int(child) if child and child.isdigit() else 0
-    return (addr or METRICS_ADDR, port + offset)
+    return (addr, port + offset)
 
 
 def _serve_metrics(
