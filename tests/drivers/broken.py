@@ -100,3 +100,18 @@ class ClashKey(ExampleDriver):
 
     name = "clashkey"
     settings_keys = {"QUEUES": ExampleDriver.settings_keys["EXAMPLE_STORE"]}
+
+
+class LyingWake(ExampleDriver):
+    """Declares a wake listener; ``wake_listener()`` answers None (BaseDriver's)."""
+
+    name = "lyingwake"
+    features = DriverFeatures(wake_listener=True, shared_across_processes=True)
+
+
+class LyingTransaction(ExampleDriver):
+    """Declares it joins the caller's transaction; its rows are in memory."""
+
+    name = "lyingtransaction"
+    features = DriverFeatures(joins_caller_transaction=True)
+    alias = "default"

@@ -173,6 +173,9 @@ class Command(BaseCommand):
                 worker_id=worker.id,
                 on_live=lambda live: _set_live(worker, live),
             )
+            if listener is None and worker.driver.features.wake_listener:
+                # A lying flag would leave the worker polling, silently.
+                raise CommandError(_no_listener(worker.driver.name).render())
         try:
             server = _serve_metrics(worker, metrics)
         except JobsError as error:
@@ -306,6 +309,17 @@ def _refuse_an_unshared_driver() -> None:
             meta={"driver": cls.name},
         )
     get_driver()
+
+
+def _no_listener(name: str) -> SettingsInvalid:
+    """The driver declares ``features.wake_listener`` and answered none."""
+    return SettingsInvalid(
+        f"the driver {name!r} declares features.wake_listener, but its "
+        "wake_listener() answered None: workers would poll without saying so",
+        fix="return a listener from wake_listener(), or declare "
+        "wake_listener=False in the driver's features (docs/howto/writing-a-driver.md)",
+        meta={"driver": name},
+    )
 
 
 def _metrics_options(options: dict[str, Any]) -> tuple[str, int] | None:
