@@ -11,7 +11,7 @@ import pytest
 from django_ultimate_jobs.checks import check_settings
 from django_ultimate_jobs.drivers import get_driver
 from django_ultimate_jobs.drivers.loading import CONTRACT_ROLES, CONTRACT_VERBS
-from django_ultimate_jobs.errors import SettingsInvalid
+from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 
 B = "tests.drivers.broken."
 
@@ -155,3 +155,10 @@ def test_jobs_ls_json_gives_the_coded_error(settings, capsys):
     answer = json.loads(capsys.readouterr().err)
     assert answer["error"]["code"] == "X_SETTINGS_INVALID"
     assert "ConnectionError" in answer["error"]["cause"]
+
+
+def test_a_coded_error_from_the_build_keeps_its_code(settings):
+    settings.ULTIMATE_JOBS = {"DRIVER": B + "BuildUnavailable"}
+    with pytest.raises(JobsError) as refused:
+        get_driver()
+    assert refused.value.code == "X_DRIVER_UNAVAILABLE"

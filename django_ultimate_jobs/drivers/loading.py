@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.module_loading import import_string
 
 from ..conf import SETTINGS
-from ..errors import SettingsInvalid
+from ..errors import JobsError, SettingsInvalid
 from .base import JobDriver
 from .basedriver import BaseDriver
 from .features import DriverFeatures
@@ -57,10 +57,19 @@ DRIVER_FIX = (
 )
 
 
-def _refused(name: str, why: str, **meta: Any) -> SettingsInvalid:
+BUILD_FIX = (
+    "make the driver's from_settings() answer an instance of its class with "
+    "every role set (its store reachable, its settings right), or set "
+    'ULTIMATE_JOBS["DRIVER"] to another driver (docs/howto/writing-a-driver.md)'
+)
+
+
+def _refused(
+    name: str, why: str, *, fix: str = DRIVER_FIX, **meta: Any
+) -> SettingsInvalid:
     return SettingsInvalid(
         f"ULTIMATE_JOBS['DRIVER'] names {name!r}, {why}",
-        fix=DRIVER_FIX,
+        fix=fix,
         meta={"driver": name, **meta},
     )
 
@@ -146,23 +155,27 @@ def build_driver(name: str, cls: type[BaseDriver], settings: JobsSettings) -> Jo
 
     Raises:
         SettingsInvalid: ``from_settings`` raised (the cause is named), or
-            answered something that is not a ``cls`` with every role.
+            answered something that is not a ``cls`` with every role. A
+            :class:`~django_ultimate_jobs.errors.JobsError` it raises
+            (``DriverUnavailable``...) goes through with its own code.
     """
     try:
         built: object = cls.from_settings(settings)
-    except SettingsInvalid:
-        raise
+    except JobsError:
+        raise  # already coded by the driver (X_DRIVER_UNAVAILABLE, ...)
     except Exception as error:  # (the driver's own failure)
         raise _refused(
             name,
             f"which cannot be built: from_settings raised "
             f"{type(error).__name__}: {error}",
+            fix=BUILD_FIX,
         ) from error
     if not isinstance(built, cls):
         raise _refused(
             name,
             f"whose from_settings answered a {type(built).__name__}, not a "
             f"{cls.__name__}",
+            fix=BUILD_FIX,
         )
     missing = [role for role in CONTRACT_ROLES if not hasattr(built, role)]
     if missing:
@@ -170,6 +183,7 @@ def build_driver(name: str, cls: type[BaseDriver], settings: JobsSettings) -> Jo
             name,
             f"whose built driver lacks roles of the driver contract: "
             f"{', '.join(missing)} (set them in __init__)",
+            fix=BUILD_FIX,
             missing=missing,
         )
     return built  # type: ignore[return-value]  # verbs and roles checked above

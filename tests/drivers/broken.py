@@ -12,6 +12,7 @@ from typing import Any
 from django_ultimate_jobs.conf import JobsSettings, Kind
 from django_ultimate_jobs.drivers.basedriver import BaseDriver
 from django_ultimate_jobs.drivers.features import DriverFeatures
+from django_ultimate_jobs.errors import DriverUnavailable
 from tests.drivers.example import ExampleDriver
 
 SHARED = DriverFeatures(shared_across_processes=True)
@@ -115,3 +116,14 @@ class LyingTransaction(ExampleDriver):
     name = "lyingtransaction"
     features = DriverFeatures(joins_caller_transaction=True)
     alias = "default"
+
+
+class BuildUnavailable(ExampleDriver):
+    """``from_settings`` raises a coded error of its own."""
+
+    name = "buildunavailable"
+
+    @classmethod
+    def from_settings(cls, settings: JobsSettings) -> BuildUnavailable:
+        """Always fails with X_DRIVER_UNAVAILABLE."""
+        raise DriverUnavailable("my store is read-only")
