@@ -370,6 +370,24 @@ def use_driver_keys(lookup: DriverKeys) -> None:
     _driver_keys = lookup
 
 
+def _parse_driver_key(kind: Kind, key: str, value: Any) -> Any:
+    """A driver's own key, parsed by its ``Kind``: any failure is refused.
+
+    A ``parse`` should raise :class:`SettingsInvalid`; one that raises
+    anything else (``int("x")``'s ValueError) still gets the coded error.
+    """
+    try:
+        return kind.parse(key, value)
+    except SettingsInvalid:
+        raise
+    except Exception as error:  # (a driver's parse function)
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}] must be {kind.expects}, got {value!r:.80} "
+            f"({type(error).__name__}: {error})",
+            meta={"key": key},
+        ) from error
+
+
 def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     """Validate ``raw`` (the ``ULTIMATE_JOBS`` dict) and return the parsed form.
 
@@ -392,7 +410,7 @@ def parse_settings(raw: Mapping[str, Any]) -> JobsSettings:
     options: dict[str, Any] = {}
     for key, value in raw.items():
         if key in declared:
-            options[key] = declared[key].parse(key, value)
+            options[key] = _parse_driver_key(declared[key], key, value)
         else:
             values.update(parse_setting(key, value))
     if options:

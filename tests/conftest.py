@@ -6,6 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+# Before the package is imported: every module of the conformance suite
+# (conformance, conformance_operator, _bulk, _cron, ...) shows what a failed
+# check compared. The one line docs/howto/testing.md gives driver authors.
+pytest.register_assert_rewrite("django_ultimate_jobs.testing")
+
 from django_ultimate_jobs.clock import ManualClock
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.postgres import PostgresDriver

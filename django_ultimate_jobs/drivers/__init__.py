@@ -17,12 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from typing import TYPE_CHECKING, Any, cast
-
-from django.utils.module_loading import import_string
+from typing import TYPE_CHECKING, Any
 
 from ..conf import jobs_settings, use_driver_keys
-from ..errors import SettingsInvalid
 
 if TYPE_CHECKING:
     from ..conf import Kind
@@ -38,11 +35,6 @@ ALIASES = {
 }
 """Short names ``ULTIMATE_JOBS["DRIVER"]`` accepts for the shipped drivers."""
 
-_DRIVER_FIX = (
-    'set ULTIMATE_JOBS["DRIVER"] to "postgres", "memory", "redis" or the dotted path '
-    "of a BaseDriver subclass (docs/howto/writing-a-driver.md)"
-)
-
 _installed: JobDriver | None = None
 
 
@@ -51,29 +43,13 @@ def driver_class(name: str) -> type[BaseDriver]:
     """The driver class ``name`` names: an alias or a dotted path.
 
     Raises:
-        SettingsInvalid: ``name`` cannot be imported, or is not a
-            :class:`~.basedriver.BaseDriver` subclass.
+        SettingsInvalid: ``name`` cannot be imported (or its module raises),
+            or is not a concrete :class:`~.basedriver.BaseDriver` subclass
+            keeping the contract (see :mod:`.loading`).
     """
-    from .basedriver import BaseDriver
+    from .loading import load_driver_class
 
-    path = ALIASES.get(name, name)
-    try:
-        found = import_string(path)
-    except ImportError as error:
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS['DRIVER'] names {name!r}, which cannot be imported "
-            f"({error})",
-            fix=_DRIVER_FIX,
-            meta={"driver": name},
-        ) from error
-    if not (isinstance(found, type) and issubclass(found, BaseDriver)):
-        raise SettingsInvalid(
-            f"ULTIMATE_JOBS['DRIVER'] names {name!r}, which is not a driver "
-            "class (a subclass of django_ultimate_jobs.drivers.basedriver.BaseDriver)",
-            fix=_DRIVER_FIX,
-            meta={"driver": name},
-        )
-    return found
+    return load_driver_class(name, ALIASES.get(name, name))
 
 
 def _driver_keys(name: str) -> Mapping[str, Kind]:
@@ -85,15 +61,16 @@ def get_driver() -> JobDriver:
     """Return the process's driver, built from settings on first use.
 
     Raises:
-        SettingsInvalid: ``ULTIMATE_JOBS["DRIVER"]`` names no driver class.
+        SettingsInvalid: ``ULTIMATE_JOBS["DRIVER"]`` names no driver class,
+            or the driver cannot be built (``from_settings`` raised).
     """
     global _installed
     if _installed is None:
+        from .loading import build_driver
+
         configured = jobs_settings()
-        built = driver_class(configured.driver).from_settings(configured)
-        # Every BaseDriver subclass keeps the contract (the conformance
-        # suite proves it); mypy cannot see the verbs an ABC leaves abstract.
-        _installed = cast("JobDriver", built)
+        cls = driver_class(configured.driver)
+        _installed = build_driver(configured.driver, cls, configured)
     return _installed
 
 

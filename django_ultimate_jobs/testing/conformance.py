@@ -34,9 +34,10 @@ in :mod:`.conformance_fairness`, in-process limits' claims in
 ``driver.events``) in :mod:`.conformance_steps`, the cron role's
 (``driver.cron``) in :mod:`.conformance_cron`, and the counters and the
 maintenance role's (``driver.maintenance``: purges, roll-up) in
-:mod:`.conformance_maintenance`; register these modules with
-``pytest.register_assert_rewrite()`` in a ``conftest.py`` so a failed check
-shows the values it compared.
+:mod:`.conformance_maintenance`, and the declared capability flags that can
+be checked (``driver.features``) in :mod:`.conformance_features`; register
+the package with ``pytest.register_assert_rewrite("django_ultimate_jobs.testing")``
+in a ``conftest.py`` so a failed check shows the values it compared.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ from ..ids import uuid7
 from ..states import JobState, parse_state
 from .conformance_cron import CronConformance
 from .conformance_fairness import FairnessConformance
+from .conformance_features import FeaturesConformance
 from .conformance_leases import LeaseConformance
 from .conformance_limits import LimitsConformance
 from .conformance_maintenance import COUNTER_FIELDS, MaintenanceConformance
@@ -195,6 +197,7 @@ class DriverConformance(
     CronConformance,
     MaintenanceConformance,
     TraceContextConformance,
+    FeaturesConformance,
 ):
     """The checks; a subclass provides the fixtures named in the module doc."""
 

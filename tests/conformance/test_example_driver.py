@@ -40,11 +40,11 @@ class TestExampleDriver(DriverConformance):
 
     @pytest.fixture
     def put_step(self, driver):
-        return driver.store._put_step
+        return driver.store.put_step
 
     @pytest.fixture
     def step_names(self, driver):
-        return driver.store._step_names
+        return driver.store.step_names
 
     @pytest.fixture
     def counters(self, driver):

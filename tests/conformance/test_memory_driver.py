@@ -29,11 +29,11 @@ class TestMemoryDriver(DriverConformance):
 
     @pytest.fixture
     def put_step(self, driver):
-        return driver._put_step
+        return driver.put_step
 
     @pytest.fixture
     def step_names(self, driver):
-        return driver._step_names
+        return driver.step_names
 
     @pytest.fixture
     def counters(self, driver):

@@ -697,19 +697,26 @@ class MemoryDriver(BaseDriver):
         with self._lock:
             self._forget()
 
-    # -- steps (not written by the driver yet) -------------------------------
+    # -- test hooks: the conformance suite's put_step and step_names --------
 
-    def _put_step(
+    def put_step(
         self, run_id: UUID, name: str, started_at: datetime, status: str = "completed"
     ) -> None:
-        """Record a step of ``run_id`` (tests; the step store comes later)."""
+        """Record a step of ``run_id`` straight in the store (a test hook).
+
+        The conformance suite's ``put_step`` fixture: a driver built on this
+        store (the example driver) hands it this method.
+        """
         with self._lock:
             self._steps.setdefault(run_id, {})[name] = StepRecord(
                 run_id=run_id, name=name, status=status, started_at=started_at
             )
 
-    def _step_names(self, run_id: UUID) -> set[str]:
-        """The names of the steps recorded for ``run_id`` (tests)."""
+    def step_names(self, run_id: UUID) -> set[str]:
+        """The names of the steps recorded for ``run_id`` (a test hook).
+
+        The conformance suite's ``step_names`` fixture.
+        """
         with self._lock:
             return set(self._steps.get(run_id, {}))
 

@@ -18,7 +18,7 @@ from django.utils.autoreload import get_child_arguments
 
 from ...checks import behind_transaction_pooler
 from ...conf import jobs_settings
-from ...drivers import get_driver
+from ...drivers import driver_class, get_driver
 from ...drivers.outage import process_outage
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
@@ -173,6 +173,9 @@ class Command(BaseCommand):
                 worker_id=worker.id,
                 on_live=lambda live: _set_live(worker, live),
             )
+            if listener is None and worker.driver.features.wake_listener:
+                # A lying flag would leave the worker polling, silently.
+                raise CommandError(_no_listener(worker.driver.name).render())
         try:
             server = _serve_metrics(worker, metrics)
         except JobsError as error:
@@ -293,16 +296,30 @@ def _refuse_an_unshared_driver() -> None:
     A ``runjobs`` process of its own would never see a job another process
     enqueued: it would sit idle while the jobs wait.
     """
-    driver = get_driver()
-    if not driver.features.shared_across_processes:
+    # Asked of the class, before the driver is built (building may connect).
+    name = jobs_settings().driver
+    cls = driver_class(name)
+    if not cls.features.shared_across_processes:
         raise SettingsInvalid(
-            f"ULTIMATE_JOBS['DRIVER'] is {jobs_settings().driver!r}, whose jobs live "
+            f"ULTIMATE_JOBS['DRIVER'] is {name!r}, whose jobs live "
             "in one process: a runjobs process would never see the jobs your other "
             "processes enqueue",
             fix="run workers with a driver other processes share (DRIVER "
             "'postgres'); in tests, run_jobs() runs the jobs in the test's process",
-            meta={"driver": driver.name},
+            meta={"driver": cls.name},
         )
+    get_driver()
+
+
+def _no_listener(name: str) -> SettingsInvalid:
+    """The driver declares ``features.wake_listener`` and answered none."""
+    return SettingsInvalid(
+        f"the driver {name!r} declares features.wake_listener, but its "
+        "wake_listener() answered None: workers would poll without saying so",
+        fix="return a listener from wake_listener(), or declare "
+        "wake_listener=False in the driver's features (docs/howto/writing-a-driver.md)",
+        meta={"driver": name},
+    )
 
 
 def _metrics_options(options: dict[str, Any]) -> tuple[str, int] | None:
