@@ -174,8 +174,14 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="last error")
     def error_summary(self, job: Job) -> str:
-        """The first line of the last error, cut by the column; whole on hover."""
-        first = (job.last_error or "").splitlines()[0] if job.last_error else ""
+        """The first line of the last error, cut by the column; whole on hover.
+
+        A done job's error is history (the job page shows it as the earlier
+        error), not its current one: nothing here.
+        """
+        if job.state == JobState.DONE or not job.last_error:
+            return ""
+        first = job.last_error.splitlines()[0]
         if not first:
             return ""
         return format_html('<span class="uj-cut" title="{}">{}</span>', first, first)

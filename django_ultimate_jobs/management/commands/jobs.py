@@ -359,7 +359,11 @@ def _page(answer: dict[str, Any]) -> str:
     lines = [
         f"{job['id']}  {job['state']:<9} {job['queue']:<12} {job['name']}"
         f"  attempt {job['attempt']}/{job['max_attempts']}"
-        + (f"  {job['last_error']}" if job["last_error"] else "")
+        + (
+            f"  {job['last_error']}"
+            if job["last_error"] and job["state"] != "done"
+            else ""
+        )
         for job in answer["jobs"]
     ]
     if not lines:
