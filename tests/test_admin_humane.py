@@ -33,7 +33,7 @@ from django_ultimate_jobs.admin.humane import (
 )
 from django_ultimate_jobs.clock import ManualClock
 from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.base import WorkerRecord
+from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest, WorkerRecord
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.testing import run_jobs
 from tests.support.dead import dead_job
@@ -151,10 +151,20 @@ def test_the_job_workers_and_leases_pages_show_no_raw_iso_time(admin_client, rec
 
 def test_the_retry_schedule_reads_in_seconds(admin_client, recent):
     """ "Retries left" of a fresh job with delay 1s, doubling: "1 s, then 2 s";
-    of a dead one, none (and what a retry would start again with)."""
-    dead = dead_job(recent)
-    page = admin_client.get(reverse(PAGE, args=[dead])).text
-    assert '<dd id="uj-retry-schedule">none: the job is dead' in page
+    of a dead one, what a retry would start again with (docs/howto/admin.md)."""
+    enqueued = backoff.enqueue()
+    (claimed,) = recent.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert claimed.id == enqueued.id
+    recent.nack(
+        NackRequest(
+            job_id=claimed.id, identity=claimed.identity, dead_letter=True, error="X"
+        )
+    )
+    page = admin_client.get(reverse(PAGE, args=[enqueued.id])).text
+    assert '<dd id="uj-retry-schedule">1 s, then 2 s (when retried)</dd>' in page
+    assert "none: the job is dead" not in page
     enqueued = backoff.enqueue()
     page = admin_client.get(reverse(PAGE, args=[enqueued.id])).text
     assert '<dd id="uj-retry-schedule">1 s, then 2 s</dd>' in page
@@ -189,6 +199,7 @@ def test_attempts_are_numbered_across_a_retry_from_the_admin(admin_client, recen
     assert 'id="uj-last-error"' not in text
     assert 'id="uj-earlier-error"' in text and "the mirror refused part 1" in text
     assert "2 attempts in all, across 1 retry" in text
+    assert '<dd id="uj-retry-schedule">none: the job is done</dd>' in text
 
 
 def test_a_done_jobs_old_error_is_not_its_last_error_in_lists(admin_client, recent):
