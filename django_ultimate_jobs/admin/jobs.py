@@ -70,7 +70,7 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     list_display = (
         "short_id",
-        "name",
+        "name_shown",
         "queue",
         "state_badge",
         "attempts",
@@ -159,6 +159,13 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     def short_id(self, job: Job) -> str:
         """The id's first 13 characters, whole on hover and on the job page."""
         return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
+
+    @admin.display(description="name", ordering="name")
+    def name_shown(self, job: Job) -> str:
+        """The job's name, cut by the column (``accounts.send_welco…``); whole on hover."""
+        return format_html(
+            '<span class="uj-cut uj-name" title="{}">{}</span>', job.name, job.name
+        )
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
