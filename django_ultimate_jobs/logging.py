@@ -27,11 +27,21 @@ import logging
 import math
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TextIO
 
 from django_ultimate_jobs.terminal import escape_json, printable
 
-__all__ = ["ConsoleFormatter", "JSONFormatter", "record_details", "trace_ids"]
+__all__ = [
+    "CONSOLE_FORMAT",
+    "ConsoleFormatter",
+    "JSONFormatter",
+    "console_by_default",
+    "record_details",
+    "trace_ids",
+]
+
+CONSOLE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The format of the console handler ``runjobs`` installs by default."""
 
 _STANDARD = frozenset(
     vars(logging.LogRecord("", 0, "", 0, "", (), None)).keys()
@@ -119,6 +129,32 @@ class ConsoleFormatter(logging.Formatter):
             for line in text.split("\n")
         ]
         return "\n".join([head, *lines])
+
+
+def console_by_default(stream: TextIO | None = None) -> logging.Handler | None:
+    """Human lines for the app's logger, unless the project routed it.
+
+    ``runjobs`` calls it at start: when neither ``django_ultimate_jobs`` nor
+    a logger it propagates to has a handler (a project without ``LOGGING``
+    for it: Django's defaults configure only the ``django`` loggers), the
+    records would reach Python's last-resort handler, which prints the bare
+    event name. This adds a handler on ``stream`` (stderr) with a
+    :class:`ConsoleFormatter`, so each line names the job and the error.
+    The logger's level is left as it is (``WARNING`` unless set). Answers
+    the handler, or ``None`` when the project's configuration wins.
+    """
+    jobs = logging.getLogger("django_ultimate_jobs")
+    node: logging.Logger | None = jobs
+    while node is not None:
+        if node.handlers:
+            return None
+        if not node.propagate:
+            break
+        node = node.parent
+    handler = logging.StreamHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(ConsoleFormatter(CONSOLE_FORMAT))
+    jobs.addHandler(handler)
+    return handler
 
 
 class JSONFormatter(logging.Formatter):

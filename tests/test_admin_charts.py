@@ -108,7 +108,12 @@ def test_charts_show_what_the_worker_settled(admin_client, settled):
         first: ["3", "0", "0", "0", "2000 ms"],
         second: ["0", "0", "1", "1", "4000 ms"],
     }
-    assert "Mean pickup latency 2.8 s over 5 attempt(s)" in page
+    assert "Mean pickup latency 2.8 s over 5 attempts in" in page
+    assert re.findall(r"mean pickup [^<]*", page) == [
+        "mean pickup 2.0 s over 3 attempts",
+        "mean pickup 4.0 s over 2 attempts",
+    ]
+    assert "(s)" not in page
 
 
 def test_one_queue_or_one_job_name_per_hour(admin_client, settled):

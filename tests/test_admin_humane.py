@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils import formats
@@ -31,7 +33,7 @@ from django_ultimate_jobs.admin.humane import (
 )
 from django_ultimate_jobs.clock import ManualClock
 from django_ultimate_jobs.drivers import set_driver
-from django_ultimate_jobs.drivers.base import WorkerRecord
+from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest, WorkerRecord
 from django_ultimate_jobs.drivers.postgres import PostgresDriver
 from django_ultimate_jobs.testing import run_jobs
 from tests.support.dead import dead_job
@@ -149,10 +151,20 @@ def test_the_job_workers_and_leases_pages_show_no_raw_iso_time(admin_client, rec
 
 def test_the_retry_schedule_reads_in_seconds(admin_client, recent):
     """ "Retries left" of a fresh job with delay 1s, doubling: "1 s, then 2 s";
-    of a dead one, none (and what a retry would start again with)."""
-    dead = dead_job(recent)
-    page = admin_client.get(reverse(PAGE, args=[dead])).text
-    assert '<dd id="uj-retry-schedule">none: the job is dead' in page
+    of a dead one, what a retry would start again with (docs/howto/admin.md)."""
+    enqueued = backoff.enqueue()
+    (claimed,) = recent.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    assert claimed.id == enqueued.id
+    recent.nack(
+        NackRequest(
+            job_id=claimed.id, identity=claimed.identity, dead_letter=True, error="X"
+        )
+    )
+    page = admin_client.get(reverse(PAGE, args=[enqueued.id])).text
+    assert '<dd id="uj-retry-schedule">1 s, then 2 s (when retried)</dd>' in page
+    assert "none: the job is dead" not in page
     enqueued = backoff.enqueue()
     page = admin_client.get(reverse(PAGE, args=[enqueued.id])).text
     assert '<dd id="uj-retry-schedule">1 s, then 2 s</dd>' in page
@@ -187,6 +199,35 @@ def test_attempts_are_numbered_across_a_retry_from_the_admin(admin_client, recen
     assert 'id="uj-last-error"' not in text
     assert 'id="uj-earlier-error"' in text and "the mirror refused part 1" in text
     assert "2 attempts in all, across 1 retry" in text
+    assert '<dd id="uj-retry-schedule">none: the job is done</dd>' in text
+
+
+def test_a_done_jobs_old_error_is_not_its_last_error_in_lists(admin_client, recent):
+    """A job that failed, then succeeded after a retry: the jobs list and
+    ``jobs ls`` show no error for it (the job page shows it as history)."""
+    enqueued = flaky.enqueue(n=7)
+    run_jobs(queues=["default"], driver=recent)
+    operator.retry(enqueued.id)
+    failing["on"] = False
+    run_jobs(queues=["default"], driver=recent)
+    shown = operator.show(enqueued.id)
+    assert shown["state"] == "done" and "refused part 7" in shown["last_error"]
+    listing = admin_client.get(reverse("admin:ultimate_jobs_job_changelist")).text
+    assert str(enqueued.id)[:13] in listing
+    assert "refused part 7" not in listing
+    out = StringIO()
+    call_command("jobs", "ls", stdout=out)
+    (line,) = [row for row in out.getvalue().splitlines() if str(enqueued.id) in row]
+    assert "done" in line and "refused" not in line
+    dead = flaky.enqueue(n=8)
+    failing["on"] = True
+    run_jobs(queues=["default"], driver=recent)
+    listing = admin_client.get(reverse("admin:ultimate_jobs_job_changelist")).text
+    assert "refused part 8" in listing
+    out = StringIO()
+    call_command("jobs", "ls", stdout=out)
+    (line,) = [row for row in out.getvalue().splitlines() if str(dead.id) in row]
+    assert "refused part 8" in line
 
 
 def test_progress_is_a_bar_with_its_note(admin_client, recent):

@@ -113,13 +113,25 @@ def test_pause_resume_and_stats(pg_driver):
 
 
 def test_ls_pages_and_filters(pg_driver):
-    """ls prints newest first, a next cursor on a full page, and filters by state."""
+    """ls prints newest first, a next cursor on a full page, and filters by
+    state; several states are comma-separated, as for count."""
     ids = sorted(str(noop.enqueue(n=n).id) for n in range(3))
     page = json.loads(jobs("--json", "ls", "--limit", "2"))
     assert [j["id"] for j in page["jobs"]] == ids[:0:-1]
     rest = jobs("ls", "--limit", "2", "--after", page["next"])
     assert ids[0] in rest and "next page" not in rest
     assert jobs("ls", "--state", "dead") == "no jobs\n"
+    (_running,) = pg_driver.claim(
+        ClaimOptions(queues=["default"], limit=1, worker_id="w", visibility_ms=30_000)
+    ).claimed
+    both = json.loads(jobs("--json", "ls", "--state", "ready, running"))
+    assert sorted(j["id"] for j in both["jobs"]) == ids
+    ready = json.loads(jobs("--json", "ls", "--state", "ready,dead"))
+    assert sorted(j["id"] for j in ready["jobs"]) == sorted(
+        set(ids) - {str(_running.id)}
+    )
+    with pytest.raises(CommandError, match="X_JOB_PAGE_INVALID"):
+        jobs("ls", "--state", "dead,exploded")
 
 
 def test_ls_refuses_a_page_past_the_bound(pg_driver):

@@ -20,6 +20,7 @@ from .. import operator, timeseries
 from ..timeseries import SPANS, Series, Slot
 from .audit import require
 from .charts import Chart, chart, duration_text
+from .humane import counted
 
 __all__ = ["view"]
 
@@ -51,14 +52,16 @@ def _outcome_chart(series: Series, key: str, title: str, words: str) -> Chart:
 
 def _pickup_chart(series: Series) -> Chart:
     def describe(slot: Slot, mean: int) -> str:
-        return f"mean pickup {duration_text(mean)} over {slot.pickups} attempt(s)"
+        return (
+            f"mean pickup {duration_text(mean)} over {counted(slot.pickups, 'attempt')}"
+        )
 
     mean = series.total.mean_pickup_ms
     summary = (
         f"No attempt settled in the {series.span.label}."
         if mean is None
         else f"Mean pickup latency {duration_text(mean)} over "
-        f"{series.total.pickups} attempt(s) in the {series.span.label}."
+        f"{counted(series.total.pickups, 'attempt')} in the {series.span.label}."
     )
     return chart(
         series,

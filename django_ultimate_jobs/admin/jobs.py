@@ -70,7 +70,7 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     list_display = (
         "short_id",
-        "name",
+        "name_shown",
         "queue",
         "state_badge",
         "attempts",
@@ -160,6 +160,13 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
         """The id's first 13 characters, whole on hover and on the job page."""
         return format_html('<span title="{}">{}…</span>', job.id, str(job.id)[:13])
 
+    @admin.display(description="name", ordering="name")
+    def name_shown(self, job: Job) -> str:
+        """The job's name, cut by the column (``accounts.send_welco…``); whole on hover."""
+        return format_html(
+            '<span class="uj-cut uj-name" title="{}">{}</span>', job.name, job.name
+        )
+
     @admin.display(description="state", ordering="state")
     def state_badge(self, job: Job) -> str:
         """The state, styled by kind."""
@@ -174,8 +181,14 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
 
     @admin.display(description="last error")
     def error_summary(self, job: Job) -> str:
-        """The first line of the last error, cut by the column; whole on hover."""
-        first = (job.last_error or "").splitlines()[0] if job.last_error else ""
+        """The first line of the last error, cut by the column; whole on hover.
+
+        A done job's error is history (the job page shows it as the earlier
+        error), not its current one: nothing here.
+        """
+        if job.state == JobState.DONE or not job.last_error:
+            return ""
+        first = job.last_error.splitlines()[0]
         if not first:
             return ""
         return format_html('<span class="uj-cut" title="{}">{}</span>', first, first)

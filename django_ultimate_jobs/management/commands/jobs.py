@@ -32,8 +32,11 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print JSON")
         verbs = parser.add_subparsers(dest="verb", required=True)
         listing = verbs.add_parser("ls", help="a page of jobs, newest first")
-        for flag in ("--queue", "--state", "--name", "--tenant", "--id-prefix"):
+        for flag in ("--queue", "--name", "--tenant", "--id-prefix"):
             listing.add_argument(flag, help=f"only jobs with this {flag[2:]}")
+        listing.add_argument(
+            "--state", help="only jobs in this state (comma-separated: any of them)"
+        )
         listing.add_argument(
             "--limit",
             type=int,
@@ -119,7 +122,7 @@ class Command(BaseCommand):
             ),
             "ls": lambda: operator.list_jobs(
                 queue=options["queue"],
-                state=options["state"],
+                state=_names(options["state"]),
                 name=options["name"],
                 tenant=options["tenant"],
                 id_prefix=options["id_prefix"],
@@ -359,7 +362,11 @@ def _page(answer: dict[str, Any]) -> str:
     lines = [
         f"{job['id']}  {job['state']:<9} {job['queue']:<12} {job['name']}"
         f"  attempt {job['attempt']}/{job['max_attempts']}"
-        + (f"  {job['last_error']}" if job["last_error"] else "")
+        + (
+            f"  {job['last_error']}"
+            if job["last_error"] and job["state"] != "done"
+            else ""
+        )
         for job in answer["jobs"]
     ]
     if not lines:

@@ -22,6 +22,7 @@ from ...drivers import driver_class, get_driver
 from ...drivers.outage import process_outage
 from ...durations import MAX_DURATION_MS
 from ...errors import JobsError, SettingsInvalid
+from ...logging import console_by_default
 from ...outbox.relay import OutboxRelay, install_local_relay
 from ...outbox.store import outbox_database
 from ...validation import name_problem
@@ -105,6 +106,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         """Run the worker, or supervise ``--processes`` of them."""
+        # Without a LOGGING route for the app, human lines on stderr rather
+        # than Python's last resort, which prints bare event names.
+        console_by_default()
         processes = options["processes"]
         # Refused, not clamped: a typo of 1000 would fork a thousand Django
         # processes, each with its connections, before anything else fails.
