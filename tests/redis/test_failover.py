@@ -83,9 +83,14 @@ def _replicated():
         yield servers, sentinel
 
 
+@pytest.mark.parametrize("replicas", [1, 0], ids=["wait-1", "no-wait"])
 def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
-    transactional_db, tmp_path: Path
+    transactional_db, tmp_path: Path, replicas: int
 ):
+    """Every role follows the Sentinel to the new primary: claims and
+    settles go on with the worker not restarted, with ``WAIT`` (scripts in a
+    pipeline) and without (scripts on the role's own connection, which
+    redis-py dialled again at the old primary's address: issue 25, B1)."""
     with (
         _replicated() as (servers, sentinel),
         driver_and_fleet(
@@ -94,8 +99,8 @@ def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
             "redis://sentinel-named-primary/0",
             "failover",
             tmp_path,
-            _sentinel_env(sentinel),
-            **_sentinel_options(sentinel),
+            _sentinel_env(sentinel, replicas),
+            **_sentinel_options(sentinel, replicas),
         ) as (driver, fleet),
     ):
         worker = fleet.start("--concurrency", "4", name="worker")
