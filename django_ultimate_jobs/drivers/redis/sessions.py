@@ -59,13 +59,14 @@ def drop_if_closed(client: Any) -> bool:
     role's connection, which is never handed out: without it the first call
     after a ``CLIENT KILL`` (an idle-connection reaper, a failover) would
     fail and count as an outage. No round trip: a poll of the socket.
+    Returns whether it dropped it.
     """
     connection = getattr(client, "connection", None)
     if connection is None or getattr(connection, "_sock", None) is None:
-        return
+        return False
     try:
         if not connection.can_read(timeout=0):
-            return
+            return False
     except Exception as error:  # closed by the server: can_read raises
         logger.debug(
             "jobs.db.stale-connection",
