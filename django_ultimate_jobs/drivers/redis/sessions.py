@@ -152,9 +152,9 @@ class RedisSession:
         thread's calls go through the shared pool until :meth:`refresh`
         binds it, so the role waits its turn instead of dying.
         """
-        if self.store.cluster:
-            return
         try:
+            if self.store.cluster:
+                return
             self._client = session_client(self.store.endpoint, self.name)
         except Exception as error:
             if not self.failed(error):
