@@ -83,9 +83,14 @@ def _replicated():
         yield servers, sentinel
 
 
+@pytest.mark.parametrize("replicas", [1, 0], ids=["wait-1", "no-wait"])
 def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
-    transactional_db, tmp_path: Path
+    transactional_db, tmp_path: Path, replicas: int
 ):
+    """Every role follows the Sentinel to the new primary: claims and
+    settles go on with the worker not restarted, with ``WAIT`` (scripts in a
+    pipeline) and without (scripts on the role's own connection, which
+    redis-py dialled again at the old primary's address: issue 25, B1)."""
     with (
         _replicated() as (servers, sentinel),
         driver_and_fleet(
@@ -94,8 +99,8 @@ def test_a_sentinel_failover_under_load_loses_no_acknowledged_job(
             "redis://sentinel-named-primary/0",
             "failover",
             tmp_path,
-            _sentinel_env(sentinel),
-            **_sentinel_options(sentinel),
+            _sentinel_env(sentinel, replicas),
+            **_sentinel_options(sentinel, replicas),
         ) as (driver, fleet),
     ):
         worker = fleet.start("--concurrency", "4", name="worker")
@@ -193,13 +198,35 @@ def test_a_worker_started_while_the_primary_is_away_waits_and_then_works(
                 **_sentinel_options(sentinel, replicas=0),
             )
         )
-        primary.stop(kill=True)
-        worker = fleet.start("--concurrency", "2", name="worker")
-        # Never reached: the start-up line naming where it looked (issue 22).
-        worker.wait_for_output("jobs.db.unreachable", 30)
-        assert "REDIS_SENTINELS" in worker.output()
+        _started_while_away_then_works(primary, driver, fleet, "REDIS_SENTINELS")
+
+
+def test_a_worker_started_while_redis_is_down_waits_and_then_works(
+    transactional_db, tmp_path: Path
+):
+    """A plain ``REDIS_URL`` down when ``runjobs`` starts: the driver is
+    built without asking the server (whether it is a cluster is asked on
+    first use), so each role reports the outage and dials again later."""
+    primary = RedisServer()
+    with contextlib.ExitStack() as stack:
+        stack.callback(primary.close)
         primary.start()
-        ids = [enqueue_until_acknowledged(f"late-{i}") for i in range(10)]
-        wait_all_done(driver, ids, fleet)
-        assert "Traceback" not in worker.output()
-        assert worker.alive()
+        driver, fleet = stack.enter_context(
+            driver_and_fleet(primary.url, "down", tmp_path)
+        )
+        _started_while_away_then_works(primary, driver, fleet, "REDIS_URL")
+
+
+def _started_while_away_then_works(primary, driver, fleet, setting: str) -> None:
+    """Start a worker with ``primary`` down: it says it cannot reach Redis
+    (naming ``setting``), then, with ``primary`` back, runs every job."""
+    primary.stop(kill=True)
+    worker = fleet.start("--concurrency", "2", name="worker")
+    # Never reached: the start-up line naming where it looked (issue 22).
+    worker.wait_for_output("jobs.db.unreachable", 30)
+    assert setting in worker.output()
+    primary.start()
+    ids = [enqueue_until_acknowledged(f"late-{i}") for i in range(10)]
+    wait_all_done(driver, ids, fleet)
+    assert "Traceback" not in worker.output()
+    assert worker.alive()

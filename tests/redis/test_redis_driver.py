@@ -262,3 +262,32 @@ def test_a_fresh_driver_finds_a_run_s_steps(redis_driver, redis_url, prefix):
         assert other.steps.list(job.id).keys() == {"fetch"}
     finally:
         other.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_in_a_transaction_is_staged_while_redis_is_down_at_first_use(
+    settings, prefix
+):
+    """Redis away when the process first uses the driver: an enqueue inside
+    ``transaction.atomic()`` is staged in PostgreSQL all the same (building
+    the driver asks no server), and published once Redis is back (issue 25,
+    B2: it raised the client's ConnectionError)."""
+    from tests.support.redis import RedisServer
+
+    server = RedisServer()  # its port stays closed until start()
+    try:
+        settings.ULTIMATE_JOBS = {
+            **settings.ULTIMATE_JOBS,
+            "DRIVER": "redis",
+            "REDIS_URL": server.url,
+            "REDIS_PREFIX": prefix,
+        }
+        with transaction.atomic():
+            staged = noop.enqueue(n=3).id
+        assert OutboxMessage.objects.filter(id=staged).exists()
+        server.start()
+        publish_outbox()
+        assert get_driver().get(staged).input == {"n": 3}
+    finally:
+        get_driver().close()
+        server.close()

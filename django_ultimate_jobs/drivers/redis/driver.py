@@ -58,7 +58,7 @@ from .options import (
 )
 from .options import settings_keys as option_keys
 from .rows import claimed, from_us, opt, pairs, record, to_us
-from .sessions import RedisConnectivity
+from .sessions import RedisConnectivity, is_unavailable
 from .steps import RedisEvents, RedisSteps
 from .store import RedisStore
 
@@ -121,23 +121,35 @@ class RedisDriver(OperatorVerbs, BaseDriver):
                 meta={"key": "REDIS_SENTINEL_SERVICE"},
             )
         endpoint = Endpoint(url, tuple(sentinels), service)
-        client, cluster = connect(endpoint)
-        if cluster and wait_replicas:
-            client.close()
-            raise SettingsInvalid(
-                'ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"] is not supported on a Redis '
-                "Cluster (a cluster client cannot send WAIT on the connection "
-                "that ran the script)",
-                fix='remove ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"]',
-                meta={"key": "REDIS_WAIT_REPLICAS"},
-            )
+
+        def connected() -> tuple[Any, bool]:
+            client, cluster = connect(endpoint)
+            if cluster and wait_replicas:
+                client.close()
+                raise SettingsInvalid(
+                    'ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"] is not supported on a '
+                    "Redis Cluster (a cluster client cannot send WAIT on the "
+                    "connection that ran the script)",
+                    fix='remove ULTIMATE_JOBS["REDIS_WAIT_REPLICAS"]',
+                    meta={"key": "REDIS_WAIT_REPLICAS"},
+                )
+            return client, cluster
+
+        # Redis away now: built all the same, connected on first use (an
+        # enqueue staged in the outbox needs no server; issue 25, B2).
+        connection: tuple[Any, bool] | Callable[[], tuple[Any, bool]]
+        try:
+            connection = connected()
+        except Exception as error:
+            if not is_unavailable(error):
+                raise
+            connection = connected
         self.clock = clock
         self.store = RedisStore(
-            client,
+            connection,
             endpoint=endpoint,
             prefix=prefix,
             clock=clock,
-            cluster=cluster,
             wait_replicas=wait_replicas,
             wait_timeout_ms=wait_timeout_ms,
         )
@@ -494,7 +506,7 @@ class RedisDriver(OperatorVerbs, BaseDriver):
 
     def close(self) -> None:
         """Close the shared client's connections."""
-        self.store.client.close()
+        self.store.close()
 
 
 def _result(value: Any) -> str | None:

@@ -51,7 +51,7 @@ def role_name(role: str, worker_id: str) -> str:
 _AWAY_TEXT = ("LOADING", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN")
 
 
-def drop_if_closed(client: Any) -> None:
+def drop_if_closed(client: Any) -> bool:
     """Drop ``client``'s own connection if the server closed it (or sent
     something unasked) while it was idle; the next call dials again.
 
@@ -59,19 +59,21 @@ def drop_if_closed(client: Any) -> None:
     role's connection, which is never handed out: without it the first call
     after a ``CLIENT KILL`` (an idle-connection reaper, a failover) would
     fail and count as an outage. No round trip: a poll of the socket.
+    Returns whether it dropped it.
     """
     connection = getattr(client, "connection", None)
     if connection is None or getattr(connection, "_sock", None) is None:
-        return
+        return False
     try:
         if not connection.can_read(timeout=0):
-            return
+            return False
     except Exception as error:  # closed by the server: can_read raises
         logger.debug(
             "jobs.db.stale-connection",
             extra={"alias": "redis", "error": f"{type(error).__name__}: {error}"},
         )
     connection.disconnect()
+    return True
 
 
 def is_unavailable(error: BaseException) -> bool:
@@ -150,34 +152,47 @@ class RedisSession:
         thread's calls go through the shared pool until :meth:`refresh`
         binds it, so the role waits its turn instead of dying.
         """
-        if self.store.cluster:
-            return
         try:
+            if self.store.cluster:
+                return
             self._client = session_client(self.store.endpoint, self.name)
         except Exception as error:
             if not self.failed(error):
                 raise
             return
         self.store.local.client = self._client
+        self.store.local.session = self
 
     def refresh(self) -> None:
         """Before a unit of work: replace a connection the server closed
         (or dial the one :meth:`bind` could not)."""
+        if self._client is not None and drop_if_closed(self._client):
+            self._discard()
         if self._client is None:
             self.bind()
-        else:
-            drop_if_closed(self._client)
+
+    def _discard(self) -> None:
+        """Close this role's client and forget it; :meth:`refresh` builds a
+        new one. Not its connection alone: a redis-py connection that is
+        dialled again after a drop dials the address it had (with Sentinels,
+        the old primary, dead or demoted after a failover), where a new
+        client asks the Sentinels (issue 25, B1). Until then the thread's
+        calls go through the shared pool, which asks them too."""
+        client, self._client = self._client, None
+        if getattr(self.store.local, "client", None) is client:
+            self.store.local.client = None
+        if client is None:
+            return
+        try:
+            client.close()
+        except Exception:  # a dead socket may refuse to close: drop it
+            logger.debug("jobs.db.close-failed", exc_info=True)
 
     def failed(self, error: BaseException) -> bool:
         """After a failed call: True if Redis is away (reported once per outage)."""
         if not is_unavailable(error):
             return False
-        client = self._client
-        if client is not None:
-            try:
-                client.connection.disconnect()
-            except Exception:  # a dead socket may refuse to close: drop it
-                logger.debug("jobs.db.close-failed", exc_info=True)
+        self._discard()
         self.failing = True
         address = None if self.outage.reached else redis_address(self.store.endpoint)
         if self.outage.lost(
@@ -237,7 +252,11 @@ class RedisConnectivity(DjangoConnectivity):
         """Before a body: this thread's Django connections and its Redis
         connection (a body's enqueue uses it), each dropped if closed."""
         super().drop_dead()
-        drop_if_closed(getattr(self.store.local, "client", None))
+        session = getattr(self.store.local, "session", None)
+        if session is not None:
+            session.refresh()
+        else:
+            drop_if_closed(getattr(self.store.local, "client", None))
 
     def recover(self, session: Any, error: BaseException) -> bool:
         """:meth:`RedisSession.failed`, or (no session) False after a Redis

@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -68,23 +69,26 @@ class RedisStore:
 
     def __init__(
         self,
-        client: Any,
+        connected: tuple[Any, bool] | Callable[[], tuple[Any, bool]],
         *,
         endpoint: Endpoint,
         prefix: str,
         clock: Clock,
-        cluster: bool,
         wait_replicas: int = 0,
         wait_timeout_ms: int = 1_000,
     ) -> None:
-        self.client = client
+        """``connected``: the shared client and whether it is a Redis
+        Cluster, or the call that answers them on first use (a driver built
+        while Redis is away: an enqueue staged in the outbox then needs no
+        server, issue 25 B2)."""
+        self._connected = connected if isinstance(connected, tuple) else None
+        self._connect = None if isinstance(connected, tuple) else connected
+        self._connect_lock = threading.Lock()
         self.endpoint = endpoint
-        self.cluster = cluster
         self.wait_replicas = wait_replicas
         self.wait_timeout_ms = wait_timeout_ms
         self.clock = clock
         self.layout = Layout(prefix)
-        self.scripts = Scripts(client)
         self.local = threading.local()
         self.jobs = _Where()
         self.runs = _Where()
@@ -92,6 +96,34 @@ class RedisStore:
         self._pins: dict[str, str] = {}
         self._homes: dict[str, str] = {}
         self._lock = threading.Lock()
+
+    def _resolved(self) -> tuple[Any, bool]:
+        if self._connected is None:
+            with self._connect_lock:
+                if self._connected is None:
+                    assert self._connect is not None
+                    self._connected = self._connect()
+        return self._connected
+
+    @property
+    def client(self) -> Any:
+        """The shared client (thread-safe), connected on first use."""
+        return self._resolved()[0]
+
+    @property
+    def cluster(self) -> bool:
+        """Whether the server is a Redis Cluster (asked on first use)."""
+        return self._resolved()[1]
+
+    @cached_property
+    def scripts(self) -> Scripts:
+        """The driver's scripts, registered on the shared client."""
+        return Scripts(self.client)
+
+    def close(self) -> None:
+        """Close the shared client, if it was ever connected."""
+        if self._connected is not None:
+            self._connected[0].close()
 
     # -- calls -------------------------------------------------------------
 
