@@ -254,7 +254,11 @@ def _secret(where: str) -> dict[str, str]:
 def _capabilities(now: Any) -> dict[str, Any]:
     """The rows of the consumers, subjects, passes and webhooks, by hand:
     only their jobs write them, and a stored error or cursor is what it is."""
-    consumer(name=STREAM, fetch=lambda cursor: None, handle=lambda items: None)
+    # order=None: its cursors are JSON objects (holding a secret), which a
+    # "natural" order would refuse.
+    consumer(
+        name=STREAM, fetch=lambda cursor: None, handle=lambda items: None, order=None
+    )
     failed = {"state": "failed", "error": f"page refused {HOSTILE}"}
     Consumer.objects.create(
         name=STREAM,
