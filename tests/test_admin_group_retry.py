@@ -104,8 +104,53 @@ def test_the_retry_moves_exactly_the_jobs_the_confirmation_listed(
     confirm = admin_client.post(url, group)
     listed = [job_id for job_id, _ in confirm.context["jobs"]]
     assert sorted(listed) == sorted(str(i) for i in bare)
-    admin_client.post(url, {**group, "confirmed": "yes"})
+    press_confirmed(admin_client, group)
     assert states(pg_driver, [*bare, coded]) == ["ready", "ready", "dead"]
+
+
+def press_confirmed(client, group: dict[str, str]) -> Any:
+    """Retry ``group`` as an operator does: the confirmation, then its form."""
+    confirm = client.post(reverse(DEAD), group)
+    pinned = list(confirm.context["selected"])
+    data = {**group, "_selected_action": pinned, "confirmed": "yes"}
+    return client.post(reverse(DEAD), data, follow=True)
+
+
+def test_the_retry_moves_only_the_jobs_the_confirmation_pinned(
+    admin_client, admin_user, pg_driver
+):
+    """A job that joins the group between the confirmation and the press
+    stays dead; pinned ids not (or no longer) in the group are refused; a
+    confirming POST with no pinned id shows the confirmation, moving none."""
+    url = reverse(DEAD)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    listed = [dead_job(pg_driver, n=n) for n in range(2)]
+    confirm = admin_client.post(url, group)
+    pinned = list(confirm.context["selected"])
+    assert sorted(pinned) == sorted(str(i) for i in listed)
+    assert 'name="_selected_action"' in confirm.text
+    late = dead_job(pg_driver, n=3)
+    other = dead_job(pg_driver, "X_TIMEOUT: slow", n=4)
+    bare = admin_client.post(url, {**group, "confirmed": "yes"})
+    assert "Yes, retry" in bare.text
+    assert states(pg_driver, [*listed, late]) == ["dead"] * 3
+    data = {**group, "confirmed": "yes"}
+    moved = admin_client.post(
+        url, {**data, "_selected_action": [*pinned, str(other)]}, follow=True
+    )
+    assert "2 dead tests.noop X_BOOM jobs queued again; 1 remaining" in moved.text
+    assert f"{other}: X_JOB_NOT_FOUND" in moved.text
+    assert (
+        states(pg_driver, [*listed, late, other]) == ["ready", "ready"] + ["dead"] * 2
+    )
+    entries = LogEntry.objects.filter(user_id=admin_user.pk)
+    assert sorted(e.object_id for e in entries) == sorted(pinned)
+    again = admin_client.post(url, {**data, "_selected_action": pinned}, follow=True)
+    assert "X_JOB_NOT_FOUND" in again.text and "queued again" not in again.text
+    assert states(pg_driver, [late]) == ["dead"]
+    bad = admin_client.post(url, {**data, "_selected_action": "nope"}, follow=True)
+    assert "X_JOB_PAGE_INVALID" in bad.text
+    assert LogEntry.objects.count() == 2
 
 
 def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
@@ -115,8 +160,8 @@ def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
     job's history page shows it."""
     ids = [dead_job(pg_driver, n=n) for n in range(3)]
     other = dead_job(pg_driver, "X_TIMEOUT: slow", n=9)
-    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
-    moved = admin_client.post(reverse(DEAD), group, follow=True)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    moved = press_confirmed(admin_client, group)
     assert "3 dead tests.noop X_BOOM jobs queued again; 0 remaining" in moved.text
     entries = LogEntry.objects.order_by("object_id")
     assert sorted(e.object_id for e in entries) == sorted(str(i) for i in ids)
@@ -137,8 +182,8 @@ def test_a_press_that_moves_nothing_logs_nothing(admin_client, pg_driver):
     job_id = dead_job(pg_driver, n=1)
     Job.objects.filter(id=job_id).update(idempotency_key="k")
     holder = noop.using(idempotency_key="k").enqueue(n=2)
-    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
-    page = admin_client.post(reverse(DEAD), group, follow=True)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    page = press_confirmed(admin_client, group)
     assert "X_JOB_DUPLICATE" in page.text
     assert states(pg_driver, [job_id, holder.id]) == ["dead", "ready"]
     assert not LogEntry.objects.exists()
@@ -211,6 +256,8 @@ def _dead_group(driver):
 
 def _press_group(client, objects, extra):
     group = {"name": "tests.noop", "code": "X_BOOM", **extra}
+    if extra:
+        group["_selected_action"] = objects
     return client.post(reverse(DEAD), group, follow=True)
 
 
