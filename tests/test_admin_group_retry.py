@@ -411,6 +411,28 @@ BULK_VERBS: dict[str, Bulk] = {
 }
 
 
+@pytest.mark.parametrize("label", sorted(k for k in BULK_VERBS if "." in k))
+def test_select_across_always_shows_the_confirmation(admin_client, pg_driver, label):
+    """A confirming list action with ``select_across=1`` names no pinned
+    ids: it is shown the confirmation (ids pinned), moving nothing; the
+    confirmation's own form then acts."""
+    verb = BULK_VERBS[label]
+    if label == "webhookendpoint.delete_selected":
+        pytest.skip("Django's own delete action and confirmation page")
+    try:
+        objects, movable = verb.setup(pg_driver)
+        across = {"confirmed": "yes", "select_across": "1", "index": "0"}
+        page = verb.press(admin_client, objects, across)
+        assert 'id="uj-confirm"' in page.text, label
+        assert not LogEntry.objects.exists(), label
+        pinned = list(page.context["selected"])
+        assert sorted(pinned) == sorted(objects), label
+        verb.press(admin_client, pinned, {"confirmed": "yes"})
+        assert sorted(e.object_id for e in LogEntry.objects.all()) == sorted(movable)
+    finally:
+        verb.teardown()
+
+
 def test_every_bulk_action_has_a_row(db):
     """Every list action of every model admin of the app is in BULK_VERBS."""
     request = RequestFactory().get("/")
