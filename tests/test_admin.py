@@ -485,3 +485,14 @@ def test_every_admin_of_the_app_refuses_lookups_outside_its_filters(rf, staff):
             for lookup in ("regex", "startswith", "gte"):
                 probe = f"{field.name}__{lookup}"
                 assert not model_admin.lookup_allowed(probe, "(", request), probe
+
+
+def test_a_staff_user_without_rights_gets_403_on_the_job_page(client, pg_driver):
+    """The job page answers 403 like every other page of the app, not 404
+    (which would tell a job id from a typo only by its absence)."""
+    job_id = dead_job(pg_driver)
+    user = User.objects.create_user("norights", password="pw", is_staff=True)
+    client.force_login(user)
+    page = reverse("admin:ultimate_jobs_job_change", args=[job_id])
+    assert client.get(page).status_code == 403
+    assert client.get(reverse(LIST)).status_code == 403

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -210,7 +211,8 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     ) -> HttpResponse:
         """The job page: what ``operator.show`` answers, and the allowed verbs."""
         if not self.has_view_permission(request):
-            raise Http404
+            # 403, as every other page of the app answers a user without rights.
+            raise PermissionDenied("needs the view_job permission")
         try:
             job = operator.show(object_id)
         except JobsError as error:
