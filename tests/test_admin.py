@@ -12,9 +12,10 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
+from django.utils import timezone
 
 from django_ultimate_jobs import Retry, operator
-from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.models import Job, Step
 from django_ultimate_jobs.testing import run_jobs
 from tests.support.dead import dead_job
 
@@ -496,3 +497,19 @@ def test_a_staff_user_without_rights_gets_403_on_the_job_page(client, pg_driver)
     page = reverse("admin:ultimate_jobs_job_change", args=[job_id])
     assert client.get(page).status_code == 403
     assert client.get(reverse(LIST)).status_code == 403
+
+
+def test_a_step_status_this_version_does_not_know_is_shown_not_404(
+    admin_client, pg_driver
+):
+    """A step row a newer version wrote (status 'done'): the job page shows
+    the coded error, as `jobs show` does, instead of a 404."""
+    job_id = dead_job(pg_driver)
+    run_id = Job.objects.get(id=job_id).run_id
+    Step.objects.create(
+        run_id=run_id, name="charge", status="done", started_at=timezone.now()
+    )
+    page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
+    assert page.status_code == 200
+    assert "X_JOB_ROW_STATUS_UNKNOWN" in page.text
+    assert "&#x27;done&#x27;" in page.text or "'done'" in page.text

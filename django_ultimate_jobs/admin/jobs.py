@@ -24,7 +24,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from .. import operator
-from ..errors import JobsError
+from ..errors import JobRowStatusUnknown, JobsError
 from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
 from . import cron_tasks, dashboard, dead_letter, events, leases, queues, workers
@@ -215,6 +215,20 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
             raise PermissionDenied("needs the view_job permission")
         try:
             job = operator.show(object_id)
+        except JobRowStatusUnknown as error:
+            # The job exists but a row holds a status this version does not
+            # know (a newer version wrote it): say so, as `jobs show` does.
+            return TemplateResponse(
+                request,
+                "admin/django_ultimate_jobs/job_unreadable.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.opts,
+                    "title": f"Job {object_id}",
+                    "error": error.render(),
+                    "list_url": reverse("admin:ultimate_jobs_job_changelist"),
+                },
+            )
         except JobsError as error:
             raise Http404(error.cause) from error
         state = JobState(job["state"])
