@@ -484,3 +484,27 @@ def _logs_each_object_it_moved(admin_client, pg_driver, label, verb):
     )
     verb.press(admin_client, rest, {"confirmed": "yes"})
     assert LogEntry.objects.count() == len(entries)
+
+
+def test_a_refusal_message_keeps_the_id_as_it_is(admin_client, pg_driver):
+    """Django's admin capitalises each message's first letter: a refusal
+    starts with the object's kind, so the id after it is shown as it is."""
+    dead = str(dead_job(pg_driver, n=2))
+    ready = str(noop.enqueue(n=1).id)
+    data = {"action": "retry_selected", "_selected_action": [ready]}
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    page = admin_client.post(url, {**data, "confirmed": "yes"}, follow=True)
+    shown = [str(m) for m in page.context["messages"]]
+    assert any(m.startswith(f"Job {ready}: X_") for m in shown), shown
+    Job.objects.filter(id=dead).update(idempotency_key="k")
+    noop.using(idempotency_key="k").enqueue(n=3)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    page = press_confirmed(admin_client, group)
+    shown = [str(m) for m in page.context["messages"]]
+    assert any(m.startswith(f"Job {dead}: X_JOB_DUPLICATE") for m in shown), shown
+
+
+def test_the_admin_index_says_reindexes(admin_client):
+    """The plural of reindex on the admin index."""
+    index = admin_client.get(reverse("admin:index")).text
+    assert "Reindexes" in index and "Reindexs" not in index

@@ -92,7 +92,7 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
             f"{answer['remaining']} remaining.",
         )
     for job_id, refusal in answer["refused"][:_REFUSALS_SHOWN]:
-        messages.error(request, f"{job_id}: {refusal}")
+        messages.error(request, f"Job {job_id}: {refusal}")
     if len(answer["refused"]) > _REFUSALS_SHOWN:
         more = len(answer["refused"]) - _REFUSALS_SHOWN
         messages.error(request, f"... and {more} more refusals.")
