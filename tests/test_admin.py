@@ -17,7 +17,7 @@ from django.utils import timezone
 from django_ultimate_jobs import Retry, operator
 from django_ultimate_jobs.models import Job, Step
 from django_ultimate_jobs.testing import run_jobs
-from tests.support.dead import dead_job
+from tests.support.dead import dead_job, press_confirmed
 
 pytestmark = pytest.mark.postgres
 
@@ -106,7 +106,7 @@ def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
     assert "Retry these 3 jobs" in page.text
     group = {"name": "tests.noop", "code": "X_BOOM"}
     assert "3 dead jobs" in admin_client.post(url, group).text
-    admin_client.post(url, {**group, "confirmed": "yes"})
+    press_confirmed(admin_client, group)
     assert {pg_driver.get(i).state for i in ids} == {"ready"}
     assert pg_driver.get(other).state == "dead"
     assert sorted(LogEntry.objects.values_list("object_id", flat=True)) == sorted(
@@ -132,7 +132,7 @@ def test_a_group_of_errors_without_a_message_is_retried_whole(
     assert "Retry these 3 jobs" in admin_client.get(url).text
     group = {"name": "t.admin.bare", "code": "RuntimeError"}
     assert "3 dead jobs" in admin_client.post(url, group).text
-    moved = admin_client.post(url, {**group, "confirmed": "yes"}, follow=True)
+    moved = press_confirmed(admin_client, group)
     assert "3 dead t.admin.bare RuntimeError jobs queued again" in moved.text
     assert {pg_driver.get(i).state for i in (*ids, other)} == {"ready"}
 
@@ -141,9 +141,7 @@ def test_a_group_retry_leaves_a_longer_code_alone(admin_client, pg_driver):
     """``RuntimeError`` and ``RuntimeErrorX`` are two groups."""
     bare = dead_job(pg_driver, error="RuntimeError")
     longer = dead_job(pg_driver, error="RuntimeErrorX")
-    url = reverse("admin:ultimate_jobs_job_dead_letter")
-    group = {"name": "tests.noop", "code": "RuntimeError", "confirmed": "yes"}
-    admin_client.post(url, group)
+    press_confirmed(admin_client, {"name": "tests.noop", "code": "RuntimeError"})
     assert (pg_driver.get(bare).state, pg_driver.get(longer).state) == (
         "ready",
         "dead",

@@ -36,7 +36,7 @@ from django_ultimate_jobs.models import (
 )
 from django_ultimate_jobs.webhooks.declaration import DEFAULT_WEBHOOK
 from tests.jobsapp.jobs import noop
-from tests.support.dead import dead_job
+from tests.support.dead import dead_job, press_confirmed
 from tests.support.hostile import ARTIFACTS, REINDEX
 
 pytestmark = pytest.mark.postgres
@@ -106,14 +106,6 @@ def test_the_retry_moves_exactly_the_jobs_the_confirmation_listed(
     assert sorted(listed) == sorted(str(i) for i in bare)
     press_confirmed(admin_client, group)
     assert states(pg_driver, [*bare, coded]) == ["ready", "ready", "dead"]
-
-
-def press_confirmed(client, group: dict[str, str]) -> Any:
-    """Retry ``group`` as an operator does: the confirmation, then its form."""
-    confirm = client.post(reverse(DEAD), group)
-    pinned = list(confirm.context["selected"])
-    data = {**group, "_selected_action": pinned, "confirmed": "yes"}
-    return client.post(reverse(DEAD), data, follow=True)
 
 
 def test_the_retry_moves_only_the_jobs_the_confirmation_pinned(
