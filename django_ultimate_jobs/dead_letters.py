@@ -17,6 +17,7 @@ jobs moved (and logs each) and which were refused, and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -118,9 +119,14 @@ def group(name: Any, code: Any) -> dict[str, Any]:
     return {"name": name, "code": code, "count": count, "jobs": jobs}
 
 
-def retry_group(name: Any, code: Any) -> dict[str, Any]:
+def retry_group(
+    name: Any, code: Any, ids: Sequence[Any] | None = None
+) -> dict[str, Any]:
     """Requeue the group's oldest jobs (up to :data:`MAX_BULK_ROWS`).
 
+    ``ids`` pins the jobs (those a confirmation listed): only those move,
+    each only if it is still dead and still in the group; any other is
+    refused, and a job added to the group since is left alone.
     The jobs are the group's as :func:`group` reads it, each requeued as
     ``operator.retry`` would (of several sharing an idempotency key, one
     moves and the others are refused). Answers ``{"moved": [ids],
@@ -131,6 +137,9 @@ def retry_group(name: Any, code: Any) -> dict[str, Any]:
         JobNotFound: no dead job is in the group (nothing moves).
     """
     members = _members(name, code)
+    pinned = None if ids is None else _pinned(ids)
+    if pinned is not None:
+        members = members.filter(id__in=pinned)
     driver = get_driver()
     moved: list[str] = []
     refused: list[tuple[str, str]] = []
@@ -142,7 +151,14 @@ def retry_group(name: Any, code: Any) -> dict[str, Any]:
                 "id", flat=True
             )
         )
-        if not chosen:
+        if pinned is not None:
+            left = set(chosen)
+            refused = [
+                (str(job_id), _not_in_group(job_id, name, code).render())
+                for job_id in pinned
+                if job_id not in left
+            ]
+        if not chosen and not refused:
             raise JobNotFound(
                 f"no dead job is in the group {group_label(name, code)}",
                 fix="reload the dead-letter page: the group was retried or removed",
@@ -154,8 +170,39 @@ def retry_group(name: Any, code: Any) -> dict[str, Any]:
                 moved.append(str(job_id))
             else:
                 refused.append((str(job_id), refusal))
-        remaining = members.count()
+        remaining = _members(name, code).count()
     return {"moved": moved, "refused": refused, "remaining": remaining}
+
+
+def _pinned(ids: Sequence[Any]) -> list[UUID]:
+    """The pinned ids as UUIDs, in order, once each; refuses bad text."""
+    if len(ids) > MAX_BULK_ROWS:
+        raise JobPageInvalid(
+            f"a group retry pins at most {MAX_BULK_ROWS} jobs",
+            fix="press Retry on a group of the dead-letter page",
+            meta={"filter": "id"},
+        )
+    pinned: list[UUID] = []
+    for text in ids:
+        try:
+            job_id = UUID(str(text))
+        except ValueError:
+            raise JobPageInvalid(
+                "a dead-letter group retry pins job ids (UUIDs)",
+                fix="press Retry on a group of the dead-letter page",
+                meta={"filter": "id"},
+            ) from None
+        if job_id not in pinned:
+            pinned.append(job_id)
+    return pinned
+
+
+def _not_in_group(job_id: UUID, name: str, code: str) -> JobNotFound:
+    return JobNotFound(
+        f"job {job_id} is no longer a dead job of the group {group_label(name, code)}",
+        fix="reload the dead-letter page: it was retried, removed or never in the group",
+        meta={"job_id": str(job_id), "name": name, "code": code},
+    )
 
 
 def _requeue(driver: Any, job_id: UUID) -> str | None:

@@ -53,6 +53,8 @@ __all__ = [
     "BulkScope",
     "ListFilters",
     "cancel",
+    "checked_queue",
+    "checked_task",
     "count",
     "counters",
     "events",
@@ -366,12 +368,12 @@ def counters(*, window: timedelta = timedelta(hours=24)) -> list[dict[str, Any]]
 
 def pause_queue(queue: str) -> list[dict[str, Any]]:
     """Pause a queue; answers the paused list after the write."""
-    return [_paused(p) for p in get_driver().pause_queue(_queue_name(queue))]
+    return [_paused(p) for p in get_driver().pause_queue(checked_queue(queue))]
 
 
 def resume_queue(queue: str) -> list[dict[str, Any]]:
     """Resume a queue; answers the paused list after the write."""
-    return [_paused(p) for p in get_driver().resume_queue(_queue_name(queue))]
+    return [_paused(p) for p in get_driver().resume_queue(checked_queue(queue))]
 
 
 def stats() -> dict[str, Any]:
@@ -603,7 +605,8 @@ def _job_summary(record: JobRecord) -> dict[str, Any]:
     }
 
 
-def _queue_name(queue: str) -> str:
+def checked_queue(queue: str) -> str:
+    """``queue`` if it is a queue name; else ``JobInputInvalid``."""
     _check_name(
         "queue",
         queue,
@@ -684,7 +687,7 @@ def pause_task(task: str) -> list[dict[str, Any]]:
     Raises:
         TaskUnknown: no task is declared under that name (nothing written).
     """
-    return [_paused(p) for p in get_driver().cron.pause_task(_task_name(task))]
+    return [_paused(p) for p in get_driver().cron.pause_task(checked_task(task))]
 
 
 def resume_task(task: str) -> list[dict[str, Any]]:
@@ -693,7 +696,7 @@ def resume_task(task: str) -> list[dict[str, Any]]:
     Raises:
         TaskUnknown: no task is declared under that name (nothing written).
     """
-    return [_paused(p) for p in get_driver().cron.resume_task(_task_name(task))]
+    return [_paused(p) for p in get_driver().cron.resume_task(checked_task(task))]
 
 
 def run_task(task: str) -> list[dict[str, Any]]:
@@ -709,8 +712,8 @@ def run_task(task: str) -> list[dict[str, Any]]:
     """
     from .crontask import get_task
 
-    handle = get_task(_task_name(task))
-    assert handle is not None  # _task_name refused unknown names
+    handle = get_task(checked_task(task))
+    assert handle is not None  # checked_task refused unknown names
     return [
         {"id": str(e.id), "run_id": str(e.run_id), "deduped": e.deduped}
         for e in handle.run_now()
@@ -756,7 +759,8 @@ def tasks() -> list[dict[str, Any]]:
     return listing
 
 
-def _task_name(task: str) -> str:
+def checked_task(task: str) -> str:
+    """``task`` if a cron task is declared under it; else ``TaskUnknown``."""
     from .crontask import get_task
     from .errors import TaskUnknown
 

@@ -12,11 +12,12 @@ import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission, User
 from django.urls import reverse
+from django.utils import timezone
 
 from django_ultimate_jobs import Retry, operator
-from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.models import Job, Step
 from django_ultimate_jobs.testing import run_jobs
-from tests.support.dead import dead_job
+from tests.support.dead import dead_job, press_confirmed
 
 pytestmark = pytest.mark.postgres
 
@@ -105,7 +106,7 @@ def test_dead_letter_groups_and_bulk_retry(admin_client, pg_driver):
     assert "Retry these 3 jobs" in page.text
     group = {"name": "tests.noop", "code": "X_BOOM"}
     assert "3 dead jobs" in admin_client.post(url, group).text
-    admin_client.post(url, {**group, "confirmed": "yes"})
+    press_confirmed(admin_client, group)
     assert {pg_driver.get(i).state for i in ids} == {"ready"}
     assert pg_driver.get(other).state == "dead"
     assert sorted(LogEntry.objects.values_list("object_id", flat=True)) == sorted(
@@ -131,7 +132,7 @@ def test_a_group_of_errors_without_a_message_is_retried_whole(
     assert "Retry these 3 jobs" in admin_client.get(url).text
     group = {"name": "t.admin.bare", "code": "RuntimeError"}
     assert "3 dead jobs" in admin_client.post(url, group).text
-    moved = admin_client.post(url, {**group, "confirmed": "yes"}, follow=True)
+    moved = press_confirmed(admin_client, group)
     assert "3 dead t.admin.bare RuntimeError jobs queued again" in moved.text
     assert {pg_driver.get(i).state for i in (*ids, other)} == {"ready"}
 
@@ -140,9 +141,7 @@ def test_a_group_retry_leaves_a_longer_code_alone(admin_client, pg_driver):
     """``RuntimeError`` and ``RuntimeErrorX`` are two groups."""
     bare = dead_job(pg_driver, error="RuntimeError")
     longer = dead_job(pg_driver, error="RuntimeErrorX")
-    url = reverse("admin:ultimate_jobs_job_dead_letter")
-    group = {"name": "tests.noop", "code": "RuntimeError", "confirmed": "yes"}
-    admin_client.post(url, group)
+    press_confirmed(admin_client, {"name": "tests.noop", "code": "RuntimeError"})
     assert (pg_driver.get(bare).state, pg_driver.get(longer).state) == (
         "ready",
         "dead",
@@ -485,3 +484,30 @@ def test_every_admin_of_the_app_refuses_lookups_outside_its_filters(rf, staff):
             for lookup in ("regex", "startswith", "gte"):
                 probe = f"{field.name}__{lookup}"
                 assert not model_admin.lookup_allowed(probe, "(", request), probe
+
+
+def test_a_staff_user_without_rights_gets_403_on_the_job_page(client, pg_driver):
+    """The job page answers 403 like every other page of the app, not 404
+    (which would tell a job id from a typo only by its absence)."""
+    job_id = dead_job(pg_driver)
+    user = User.objects.create_user("norights", password="pw", is_staff=True)
+    client.force_login(user)
+    page = reverse("admin:ultimate_jobs_job_change", args=[job_id])
+    assert client.get(page).status_code == 403
+    assert client.get(reverse(LIST)).status_code == 403
+
+
+def test_a_step_status_this_version_does_not_know_is_shown_not_404(
+    admin_client, pg_driver
+):
+    """A step row a newer version wrote (status 'done'): the job page shows
+    the coded error, as `jobs show` does, instead of a 404."""
+    job_id = dead_job(pg_driver)
+    run_id = Job.objects.get(id=job_id).run_id
+    Step.objects.create(
+        run_id=run_id, name="charge", status="done", started_at=timezone.now()
+    )
+    page = admin_client.get(reverse("admin:ultimate_jobs_job_change", args=[job_id]))
+    assert page.status_code == 200
+    assert "X_JOB_ROW_STATUS_UNKNOWN" in page.text
+    assert "&#x27;done&#x27;" in page.text or "'done'" in page.text

@@ -36,7 +36,7 @@ from django_ultimate_jobs.models import (
 )
 from django_ultimate_jobs.webhooks.declaration import DEFAULT_WEBHOOK
 from tests.jobsapp.jobs import noop
-from tests.support.dead import dead_job
+from tests.support.dead import dead_job, press_confirmed
 from tests.support.hostile import ARTIFACTS, REINDEX
 
 pytestmark = pytest.mark.postgres
@@ -104,8 +104,45 @@ def test_the_retry_moves_exactly_the_jobs_the_confirmation_listed(
     confirm = admin_client.post(url, group)
     listed = [job_id for job_id, _ in confirm.context["jobs"]]
     assert sorted(listed) == sorted(str(i) for i in bare)
-    admin_client.post(url, {**group, "confirmed": "yes"})
+    press_confirmed(admin_client, group)
     assert states(pg_driver, [*bare, coded]) == ["ready", "ready", "dead"]
+
+
+def test_the_retry_moves_only_the_jobs_the_confirmation_pinned(
+    admin_client, admin_user, pg_driver
+):
+    """A job that joins the group between the confirmation and the press
+    stays dead; pinned ids not (or no longer) in the group are refused; a
+    confirming POST with no pinned id shows the confirmation, moving none."""
+    url = reverse(DEAD)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    listed = [dead_job(pg_driver, n=n) for n in range(2)]
+    confirm = admin_client.post(url, group)
+    pinned = list(confirm.context["selected"])
+    assert sorted(pinned) == sorted(str(i) for i in listed)
+    assert 'name="_selected_action"' in confirm.text
+    late = dead_job(pg_driver, n=3)
+    other = dead_job(pg_driver, "X_TIMEOUT: slow", n=4)
+    bare = admin_client.post(url, {**group, "confirmed": "yes"})
+    assert "Yes, retry" in bare.text
+    assert states(pg_driver, [*listed, late]) == ["dead"] * 3
+    data = {**group, "confirmed": "yes"}
+    moved = admin_client.post(
+        url, {**data, "_selected_action": [*pinned, str(other)]}, follow=True
+    )
+    assert "2 dead tests.noop X_BOOM jobs queued again; 1 remaining" in moved.text
+    assert f"{other}: X_JOB_NOT_FOUND" in moved.text
+    assert (
+        states(pg_driver, [*listed, late, other]) == ["ready", "ready"] + ["dead"] * 2
+    )
+    entries = LogEntry.objects.filter(user_id=admin_user.pk)
+    assert sorted(e.object_id for e in entries) == sorted(pinned)
+    again = admin_client.post(url, {**data, "_selected_action": pinned}, follow=True)
+    assert "X_JOB_NOT_FOUND" in again.text and "queued again" not in again.text
+    assert states(pg_driver, [late]) == ["dead"]
+    bad = admin_client.post(url, {**data, "_selected_action": "nope"}, follow=True)
+    assert "X_JOB_PAGE_INVALID" in bad.text
+    assert LogEntry.objects.count() == 2
 
 
 def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
@@ -115,8 +152,8 @@ def test_a_group_retry_logs_each_job_with_a_link_to_its_page(
     job's history page shows it."""
     ids = [dead_job(pg_driver, n=n) for n in range(3)]
     other = dead_job(pg_driver, "X_TIMEOUT: slow", n=9)
-    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
-    moved = admin_client.post(reverse(DEAD), group, follow=True)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    moved = press_confirmed(admin_client, group)
     assert "3 dead tests.noop X_BOOM jobs queued again; 0 remaining" in moved.text
     entries = LogEntry.objects.order_by("object_id")
     assert sorted(e.object_id for e in entries) == sorted(str(i) for i in ids)
@@ -137,8 +174,8 @@ def test_a_press_that_moves_nothing_logs_nothing(admin_client, pg_driver):
     job_id = dead_job(pg_driver, n=1)
     Job.objects.filter(id=job_id).update(idempotency_key="k")
     holder = noop.using(idempotency_key="k").enqueue(n=2)
-    group = {"name": "tests.noop", "code": "X_BOOM", "confirmed": "yes"}
-    page = admin_client.post(reverse(DEAD), group, follow=True)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    page = press_confirmed(admin_client, group)
     assert "X_JOB_DUPLICATE" in page.text
     assert states(pg_driver, [job_id, holder.id]) == ["dead", "ready"]
     assert not LogEntry.objects.exists()
@@ -211,6 +248,8 @@ def _dead_group(driver):
 
 def _press_group(client, objects, extra):
     group = {"name": "tests.noop", "code": "X_BOOM", **extra}
+    if extra:
+        group["_selected_action"] = objects
     return client.post(reverse(DEAD), group, follow=True)
 
 
@@ -364,6 +403,28 @@ BULK_VERBS: dict[str, Bulk] = {
 }
 
 
+@pytest.mark.parametrize("label", sorted(k for k in BULK_VERBS if "." in k))
+def test_select_across_always_shows_the_confirmation(admin_client, pg_driver, label):
+    """A confirming list action with ``select_across=1`` names no pinned
+    ids: it is shown the confirmation (ids pinned), moving nothing; the
+    confirmation's own form then acts."""
+    verb = BULK_VERBS[label]
+    if label == "webhookendpoint.delete_selected":
+        pytest.skip("Django's own delete action and confirmation page")
+    try:
+        objects, movable = verb.setup(pg_driver)
+        across = {"confirmed": "yes", "select_across": "1", "index": "0"}
+        page = verb.press(admin_client, objects, across)
+        assert 'id="uj-confirm"' in page.text, label
+        assert not LogEntry.objects.exists(), label
+        pinned = list(page.context["selected"])
+        assert sorted(pinned) == sorted(objects), label
+        verb.press(admin_client, pinned, {"confirmed": "yes"})
+        assert sorted(e.object_id for e in LogEntry.objects.all()) == sorted(movable)
+    finally:
+        verb.teardown()
+
+
 def test_every_bulk_action_has_a_row(db):
     """Every list action of every model admin of the app is in BULK_VERBS."""
     request = RequestFactory().get("/")
@@ -415,3 +476,27 @@ def _logs_each_object_it_moved(admin_client, pg_driver, label, verb):
     )
     verb.press(admin_client, rest, {"confirmed": "yes"})
     assert LogEntry.objects.count() == len(entries)
+
+
+def test_a_refusal_message_keeps_the_id_as_it_is(admin_client, pg_driver):
+    """Django's admin capitalises each message's first letter: a refusal
+    starts with the object's kind, so the id after it is shown as it is."""
+    dead = str(dead_job(pg_driver, n=2))
+    ready = str(noop.enqueue(n=1).id)
+    data = {"action": "retry_selected", "_selected_action": [ready]}
+    url = reverse("admin:ultimate_jobs_job_changelist")
+    page = admin_client.post(url, {**data, "confirmed": "yes"}, follow=True)
+    shown = [str(m) for m in page.context["messages"]]
+    assert any(m.startswith(f"Job {ready}: X_") for m in shown), shown
+    Job.objects.filter(id=dead).update(idempotency_key="k")
+    noop.using(idempotency_key="k").enqueue(n=3)
+    group = {"name": "tests.noop", "code": "X_BOOM"}
+    page = press_confirmed(admin_client, group)
+    shown = [str(m) for m in page.context["messages"]]
+    assert any(m.startswith(f"Job {dead}: X_JOB_DUPLICATE") for m in shown), shown
+
+
+def test_the_admin_index_says_reindexes(admin_client):
+    """The plural of reindex on the admin index."""
+    index = admin_client.get(reverse("admin:index")).text
+    assert "Reindexes" in index and "Reindexs" not in index

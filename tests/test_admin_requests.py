@@ -374,3 +374,34 @@ def test_a_choice_outside_a_filters_choices_is_an_invalid_filter(
     assert response.status_code == 302
     assert response["Location"] == f"{url}?e=1"
     assert viewer.get(response["Location"]).status_code == 200
+
+
+# A verb over a name it will refuse: (page, fields, the code shown).
+REFUSED_NAMES = [
+    *[
+        ("ultimate_jobs_job_queues", {"verb": verb, **queue}, "X_JOB_INPUT_INVALID")
+        for verb in ("pause", "resume")
+        for queue in ({}, {"queue": ""}, {"queue": "a\x00b"})
+    ],
+    *[
+        ("ultimate_jobs_job_cron_tasks", {"verb": verb, **task}, "X_TASK_UNKNOWN")
+        for verb in ("pause", "resume", "run")
+        for task in ({}, {"task": ""}, {"task": "nope"}, {"task": "a\x00b"})
+    ],
+]
+
+
+@pytest.mark.parametrize(("page", "fields", "code"), REFUSED_NAMES)
+def test_a_verb_over_a_name_it_refuses_is_refused_at_the_first_post(
+    web, pg_driver, page, fields, code
+):
+    """No confirmation page for a queue or task the verb will refuse: the
+    coded error at once, no NUL echoed, nothing paused or run."""
+    response = web.post(reverse(f"admin:{page}"), fields, follow=True)
+    assert response.status_code == 200
+    assert code in response.text
+    assert 'id="uj-confirm"' not in response.text
+    assert "\x00" not in response.text
+    assert pg_driver.cron.paused_tasks() == []
+    assert not Job.objects.exists()
+    assert not LogEntry.objects.exists()

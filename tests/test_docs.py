@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.core.management import load_command_class
 from django.core.management.base import BaseCommand
 
 import django_ultimate_jobs
@@ -483,3 +484,37 @@ def test_relative_links_resolve():
             elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked):
                 broken.append(f"{path.relative_to(ROOT)}: {target} (no such heading)")
     assert not broken, broken
+
+
+_JSON_CLAIM = re.compile(
+    r"`--json` output for the commands that have it: ((?:`\w+`(?:, )?)+)"
+)
+
+
+def _has_json(parser: argparse.ArgumentParser) -> bool:
+    """Whether the parser, or any of its subcommands, takes ``--json``."""
+    for action in parser._actions:
+        if "--json" in action.option_strings:
+            return True
+        if isinstance(action, argparse._SubParsersAction):
+            if any(_has_json(sub) for sub in action.choices.values()):
+                return True
+    return False
+
+
+def test_the_docs_name_exactly_the_commands_with_json() -> None:
+    """The redaction docs say which ``jobs...`` commands have ``--json``:
+    exactly those whose parser takes it."""
+    commands = Path(django_ultimate_jobs.__file__).parent / "management" / "commands"
+    with_json = set()
+    for module in sorted(commands.glob("jobs*.py")):
+        command = load_command_class("django_ultimate_jobs", module.stem)
+        if _has_json(command.create_parser("manage.py", module.stem)):
+            with_json.add(module.stem)
+    assert "jobs" in with_json  # the walk finds the flag where it is
+    for page in ("howto/admin.md", "reference/settings.md"):
+        text = " ".join((DOCS / page).read_text().split())
+        claims = _JSON_CLAIM.findall(text)
+        assert claims, page
+        for claim in claims:
+            assert set(re.findall(r"`(\w+)`", claim)) == with_json, page

@@ -73,7 +73,7 @@ def _apply(
         try:
             _call(verb, job_id, from_step)
         except JobsError as error:
-            refusals.append(f"{job_id}: {error.render()}")
+            refusals.append(f"Job {job_id}: {error.render()}")
         else:
             done.append((job_id, label))
     flag = DELETION if verb == "remove" else CHANGE

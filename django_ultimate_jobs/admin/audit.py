@@ -34,6 +34,7 @@ VERB_PERMISSIONS = {
 }
 _APP = "ultimate_jobs"
 CONFIRM_FIELD = "confirmed"
+_ACROSS = "select_across"  # Django's "select all N" of a list
 
 
 def require(request: HttpRequest, codename: str) -> None:
@@ -43,8 +44,17 @@ def require(request: HttpRequest, codename: str) -> None:
 
 
 def is_confirmed(request: HttpRequest) -> bool:
-    """Whether this is the second POST, sent from the confirmation page."""
-    return request.method == "POST" and request.POST.get(CONFIRM_FIELD) == "yes"
+    """Whether this is the second POST, sent from the confirmation page.
+
+    The confirmation page pins the ids it listed and never sends
+    ``select_across``: a POST that carries it selects "the whole filtered
+    list", ids no confirmation pinned, so it is shown the confirmation.
+    """
+    return (
+        request.method == "POST"
+        and request.POST.get(CONFIRM_FIELD) == "yes"
+        and request.POST.get(_ACROSS, "0") in ("", "0")
+    )
 
 
 def confirmation(request: HttpRequest, context: dict[str, Any]) -> TemplateResponse:

@@ -95,6 +95,12 @@ def _operate(model_admin: Any, request: HttpRequest) -> HttpResponse:
         messages.error(request, "choose pause, resume or run")
         return HttpResponseRedirect(here)
     require(request, VERB_PERMISSIONS[verb])
+    try:
+        # Refused at the first POST: no confirmation for a task it refuses.
+        operator.checked_task(task)
+    except JobsError as error:
+        messages.error(request, error.render())
+        return HttpResponseRedirect(here)
     if not is_confirmed(request):
         return confirmation(
             request,

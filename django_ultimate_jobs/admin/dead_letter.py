@@ -4,7 +4,8 @@ Each group gets a "Retry" button (``retry_job``, confirmed, logged per job)
 that calls :func:`django_ultimate_jobs.dead_letters.retry_group`: the
 group's oldest 1,000 jobs a press, the page says how many remain. The
 confirmation lists the jobs the press will move, read by the same query as
-the retry; a group with no name or code, or with no dead job left in it, is
+the retry, and pins their ids: the confirming POST moves those (each still
+dead and in the group) and no job added since; a group with no name or code, or with no dead job left in it, is
 refused with its coded error.
 """
 
@@ -27,6 +28,7 @@ from .storage import tables_elsewhere
 
 __all__ = ["view"]
 
+_PINNED = "_selected_action"
 _RECENT = 25
 _REFUSALS_SHOWN = 10
 
@@ -62,10 +64,13 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
     # Absent stays None: the group is refused, never widened to "any".
     name, code = request.POST.get("name"), request.POST.get("code")
     here = reverse("admin:ultimate_jobs_job_dead_letter")
+    # The confirmation pins the jobs it listed; a confirming POST without
+    # pinned ids is shown the confirmation, never widened to the group.
+    pinned = request.POST.getlist(_PINNED)
     try:
-        if not is_confirmed(request):
+        if not is_confirmed(request) or not pinned:
             return _confirm(model_admin, request, dead_letters.group(name, code))
-        answer = dead_letters.retry_group(name, code)
+        answer = dead_letters.retry_group(name, code, pinned)
     except JobsError as error:
         messages.error(request, error.render())
         return HttpResponseRedirect(here)
@@ -87,7 +92,7 @@ def _retry_group(model_admin: Any, request: HttpRequest) -> HttpResponse:
             f"{answer['remaining']} remaining.",
         )
     for job_id, refusal in answer["refused"][:_REFUSALS_SHOWN]:
-        messages.error(request, f"{job_id}: {refusal}")
+        messages.error(request, f"Job {job_id}: {refusal}")
     if len(answer["refused"]) > _REFUSALS_SHOWN:
         more = len(answer["refused"]) - _REFUSALS_SHOWN
         messages.error(request, f"... and {more} more refusals.")
@@ -116,6 +121,7 @@ def _confirm(
             "summary": summary,
             "jobs": [(job["id"], f"{job['name']} {job['id']}") for job in jobs],
             "fields": {"name": group["name"], "code": group["code"]},
+            "selected": [job["id"] for job in jobs],
             "cancel_url": reverse("admin:ultimate_jobs_job_dead_letter"),
         },
     )

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import UUID
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -23,7 +24,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from .. import operator
-from ..errors import JobsError
+from ..errors import JobRowStatusUnknown, JobsError
 from ..models import Job
 from ..states import FINISHED_STATES, LIVE_STATES, PROMOTABLE_STATES, JobState
 from . import cron_tasks, dashboard, dead_letter, events, leases, queues, workers
@@ -223,9 +224,24 @@ class JobAdmin(ListGuard, JobActions, admin.ModelAdmin):
     ) -> HttpResponse:
         """The job page: what ``operator.show`` answers, and the allowed verbs."""
         if not self.has_view_permission(request):
-            raise Http404
+            # 403, as every other page of the app answers a user without rights.
+            raise PermissionDenied("needs the view_job permission")
         try:
             job = operator.show(object_id)
+        except JobRowStatusUnknown as error:
+            # The job exists but a row holds a status this version does not
+            # know (a newer version wrote it): say so, as `jobs show` does.
+            return TemplateResponse(
+                request,
+                "admin/django_ultimate_jobs/job_unreadable.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "opts": self.opts,
+                    "title": f"Job {object_id}",
+                    "error": error.render(),
+                    "list_url": reverse("admin:ultimate_jobs_job_changelist"),
+                },
+            )
         except JobsError as error:
             raise Http404(error.cause) from error
         state = JobState(job["state"])

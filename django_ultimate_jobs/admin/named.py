@@ -66,7 +66,7 @@ def apply_by_name(
         try:
             verb(name)
         except JobsError as error:
-            messages.error(request, f"{name}: {error.render()}")
+            messages.error(request, f"{noun.capitalize()} {name}: {error.render()}")
         else:
             done.append((name, f"{noun} {name}"))
     log_operator_action(

@@ -63,6 +63,12 @@ def _pause_or_resume(model_admin: Any, request: HttpRequest) -> HttpResponse:
     if verb not in ("pause", "resume"):
         messages.error(request, "choose pause or resume")
         return HttpResponseRedirect(here)
+    try:
+        # Refused at the first POST: no confirmation for a name it refuses.
+        operator.checked_queue(queue)
+    except JobsError as error:
+        messages.error(request, error.render())
+        return HttpResponseRedirect(here)
     if not is_confirmed(request):
         return confirmation(
             request,

@@ -103,6 +103,7 @@ class Reindex(PassRecord):
     class Meta:
         db_table = "ultimate_jobs_reindex"
         ordering = ["name"]
+        verbose_name_plural = "reindexes"
 
     def __str__(self) -> str:
         return f"reindex {self.name} ({self.state})"

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from django.urls import reverse
+
 from django_ultimate_jobs.drivers.base import ClaimOptions, NackRequest
 from tests.jobsapp.jobs import noop
 
-__all__ = ["dead_job"]
+__all__ = ["dead_job", "press_confirmed"]
 
 
 def dead_job(
@@ -31,3 +33,13 @@ def dead_job(
         )
     )
     return enqueued.id
+
+
+def press_confirmed(client: Any, group: dict[str, str]) -> Any:
+    """Retry a dead-letter ``group`` as an operator does: the confirmation,
+    then its form (the ids it pinned, ``confirmed=yes``)."""
+    url = reverse("admin:ultimate_jobs_job_dead_letter")
+    confirm = client.post(url, group)
+    pinned = list(confirm.context["selected"])
+    data = {**group, "_selected_action": pinned, "confirmed": "yes"}
+    return client.post(url, data, follow=True)
