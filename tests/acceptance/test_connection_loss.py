@@ -54,6 +54,14 @@ def _states(ids: list) -> str:
     return f"(state, attempt, claims) counts: {counts}"
 
 
+def _own_pid() -> int:
+    """This test's own backend (the main thread's connection)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (own,) = cursor.fetchone()
+    return int(own)
+
+
 def _server() -> tuple[str, str]:
     settings = connection.settings_dict
     return database_url(settings), str(settings["NAME"])
@@ -75,7 +83,15 @@ def test_a_role_whose_backend_is_terminated_settles_every_later_job_first_time(
     wait_for_backends(url, f"uj:{role}:%", database=database)
 
     lease = Lease.objects.get(lease_key=SCHEDULER_LEASE_KEY, slot=0)
-    killed = terminate_backends(url, f"uj:{role}:%", database=database)
+    # The worker's backends of the role, never this test's own connection: an
+    # in-process worker earlier in the session (run_jobs() claims in the
+    # calling thread) leaves it named for the claim role.
+    own = _own_pid()
+    killed = terminate_backends(
+        url,
+        lambda b: b.application_name.startswith(f"uj:{role}:") and b.pid != own,
+        database=database,
+    )
     assert killed, f"no backend of role {role}"
     after = [effect.enqueue(tag=f"after-{i}").id for i in range(40)]
     _wait_done(after, fleet)
@@ -138,7 +154,12 @@ def test_a_body_whose_connection_is_terminated_runs_again_and_the_worker_goes_on
         PICKUP_S,
         message=fleet.logs,
     )
-    assert terminate_backends(url, "uj:slot:%", database=database)
+    own = _own_pid()
+    assert terminate_backends(
+        url,
+        lambda b: b.application_name.startswith("uj:slot:") and b.pid != own,
+        database=database,
+    )
     after = [effect.enqueue(tag=f"after-{i}").id for i in range(10)]
     _wait_done([cut, *after], fleet)
     rows = Job.objects.filter(id__in=after)
