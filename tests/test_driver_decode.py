@@ -96,6 +96,7 @@ def test_a_claimed_job_is_the_dataclass_the_row_describes(transactional_db):
             enqueued_by=row.enqueued_by,
             traceparent=row.traceparent,
             claimed_at=row.claimed_at,
+            run_at=row.run_at,
             retaken=False,
             start_recorded=False,
         )

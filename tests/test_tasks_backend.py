@@ -22,7 +22,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.migrations.recorder import MigrationRecorder
 from django.test import override_settings
 
@@ -792,7 +792,11 @@ def test_check_refuses_a_database_that_is_not_postgresql(pg_driver, monkeypatch)
 
 def test_check_warns_about_a_transaction_pooler(pg_driver, monkeypatch):
     """W102 when the alias looks PgBouncer-pooled and prepared statements are on."""
-    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+    # The alias's settings, which the check reads: not this thread's
+    # connection.settings_dict, a copy once a worker role named the connection.
+    monkeypatch.setitem(
+        connections.settings[DEFAULT_DB_ALIAS], "DISABLE_SERVER_SIDE_CURSORS", True
+    )
     assert "ultimate_jobs.W102" in _ids(backend().check())
 
 

@@ -70,7 +70,7 @@ def test_each_attempt_and_step_is_a_span_under_the_enqueue(pg_driver, clock, rec
         PREFIX + "job.max_attempts": 3,
         PREFIX + "job.outcome": "retried",
         PREFIX + "job.state": "ready",
-        "error.type": "X_CARD_DECLINED",
+        "error.type": "X_CARD_SOFT_DECLINED",
     }
     assert first["status"] == "ERROR" and retry["status"] == "UNSET"
     steps = [

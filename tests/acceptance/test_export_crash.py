@@ -84,10 +84,15 @@ def _kill_at(fleet, name: str, model, prefix: str, rows: int) -> int:
     return model.objects.get(prefix=prefix).rows_done
 
 
-def _finish(fleet, name: str, model, prefix: str) -> None:
+def _finish(fleet, name: str, model, prefix: str, job_id) -> None:
+    """Start a worker and wait until the pass is done and its job settled
+    (the pass row is written in the body, the job's state after it)."""
     fleet.start(name=name)
     wait_until(
-        lambda: model.objects.filter(prefix=prefix, state="done").exists(),
+        lambda: (
+            model.objects.filter(prefix=prefix, state="done").exists()
+            and Job.objects.filter(id=job_id, state="done").exists()
+        ),
         DEADLINE_S,
         message=fleet.logs,
     )
@@ -100,7 +105,7 @@ def test_an_export_and_its_import_survive_killed_workers(fleet, prefix):
         _kill_at(fleet, "export-a", Export, prefix, 12_000),
         _kill_at(fleet, "export-b", Export, prefix, 36_000),
     ]
-    _finish(fleet, "export-c", Export, prefix)
+    _finish(fleet, "export-c", Export, prefix, export_job)
     fleet.kill_all()
 
     assert killed[0] < killed[1] < ROWS, killed  # both kills were mid-pass
@@ -126,7 +131,7 @@ def test_an_export_and_its_import_survive_killed_workers(fleet, prefix):
 
     import_job = get_import(NAME).enqueue(prefix=prefix).id
     killed_load = _kill_at(fleet, "import-a", Import, prefix, 20_000)
-    _finish(fleet, "import-b", Import, prefix)
+    _finish(fleet, "import-b", Import, prefix, import_job)
 
     assert killed_load < ROWS
     assert _digest("jobsapp_exportitemcopy") == _digest("jobsapp_exportitem")

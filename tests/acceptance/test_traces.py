@@ -87,10 +87,10 @@ def test_a_web_request_traces_through_a_retried_attempt_and_its_steps(
     assert attributes["messaging.message.id"] == job_id
     assert attributes[PREFIX + "job.outcome"] == "retried"
     assert attributes[PREFIX + "job.state"] == "ready"
-    assert attributes["error.type"] == "X_CARD_DECLINED"
+    assert attributes["error.type"] == "X_CARD_SOFT_DECLINED"
     assert (first["status"], first["status_description"]) == (
         "ERROR",
-        "X_CARD_DECLINED",
+        "X_CARD_SOFT_DECLINED",
     )
     assert "exception" in first["events"]
 
