@@ -34,7 +34,7 @@ from ...errors import (
     JobNotRemovable,
     JobNotRequeueable,
 )
-from ...ids import monotonic_uuid7
+from ...ids import ids_or_new, monotonic_uuid7
 from ...states import FINISHED_STATES, parse_state
 from ...validation import storable
 from ..base import (
@@ -319,7 +319,7 @@ class PostgresDriver(BaseDriver):
         """Insert many jobs in one statement; dedupes resolved in a second."""
         if not requests:
             return []
-        ids = [r.id or monotonic_uuid7() for r in requests]
+        ids = ids_or_new([r.id for r in requests])
         rows = [
             many_row(index, job_id, r)
             for index, (job_id, r) in enumerate(zip(ids, requests, strict=True))

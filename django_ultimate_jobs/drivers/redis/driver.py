@@ -22,7 +22,7 @@ from uuid import UUID
 
 from ...clock import Clock, system_clock
 from ...errors import ClaimQueuesEmpty, JobDuplicate, SettingsInvalid
-from ...ids import monotonic_uuid7
+from ...ids import ids_or_new
 from ...validation import json_text, storable_text
 from ...wake import wake_hub
 from ..base import (
@@ -201,10 +201,10 @@ class RedisDriver(OperatorVerbs, BaseDriver):
             RedisQueuePinned: a keyed or capped job's rows live in another queue.
         """
         asks = []
-        for request in requests:
+        ids = ids_or_new([request.id for request in requests])
+        for request, job_id in zip(requests, ids, strict=True):
             # Encoded before anything is written (JsonRefused, a ValueError).
             text = request.input_json or json_text(request.input, exact=False)
-            job_id = request.id or monotonic_uuid7()
             asks.append(_Ask(request, job_id, request.run_id or job_id, text))
         by_queue: dict[str, list[int]] = defaultdict(list)
         for index, ask in enumerate(asks):
