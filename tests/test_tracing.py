@@ -199,3 +199,57 @@ def test_tracing_takes_auto_true_or_false(value):
         pytest.raises(SettingsInvalid, match=r"TRACING.*\"auto\", True or False"),
     ):
         tracing.enabled()
+
+
+@pytest.mark.parametrize(
+    ("stored", "expected"),
+    [
+        # (trace id, span id, flags) read back, or None: no creation context
+        (
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1),
+        ),
+        (
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00",
+            (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 0),
+        ),
+        (
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-later",
+            (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1),
+        ),
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-later", None),
+        ("ff-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", None),
+        ("00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", None),
+        ("00-00000000000000000000000000000000-b7ad6b7169203331-01", None),
+        ("00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01", None),
+        ("00-0af7651916cd43dd8448eb211c80319c-b7ad6b716920333-01", None),
+        ("00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", None),
+        (
+            " 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\t",
+            (0x0AF7651916CD43DD8448EB211C80319C, 0xB7AD6B7169203331, 1),
+        ),
+        ("01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-" + "x" * 460, None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_a_stored_traceparent_is_read_as_the_w3c_propagator_reads_it(stored, expected):
+    from opentelemetry.trace import get_current_span
+    from opentelemetry.trace.propagation.tracecontext import (
+        TraceContextTextMapPropagator,
+    )
+
+    from django_ultimate_jobs.tracing.spans import creation_context
+
+    context = creation_context(stored)
+
+    if expected is None:
+        assert context is None
+    else:
+        assert (context.trace_id, context.span_id, context.trace_flags) == expected
+        assert context.is_remote and context.is_valid
+    # The same answer as the propagator the spans used to go through.
+    if stored:
+        carried = TraceContextTextMapPropagator().extract({"traceparent": stored})
+        theirs = get_current_span(carried).get_span_context()
+        assert (theirs.is_valid and theirs) == (context or False)

@@ -24,6 +24,7 @@ as they ask. The trace structure:
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any, Generic, Self
@@ -38,10 +39,8 @@ from opentelemetry.trace import (
     SpanKind,
     Status,
     StatusCode,
+    TraceFlags,
     Tracer,
-)
-from opentelemetry.trace.propagation.tracecontext import (
-    TraceContextTextMapPropagator,
 )
 
 from ..errors import code_of
@@ -70,6 +69,12 @@ SYSTEM = "django_ultimate_jobs"
 """``messaging.system``: no well-known value fits, so the package's name."""
 PREFIX = f"messaging.{SYSTEM}."
 """This system's own attributes (``messaging.{system}.*``, as the conventions ask)."""
+_JOB_NAME = PREFIX + "job.name"
+_JOB_RUN_ID = PREFIX + "job.run_id"
+_JOB_ATTEMPT = PREFIX + "job.attempt"
+_JOB_MAX_ATTEMPTS = PREFIX + "job.max_attempts"
+_JOB_OUTCOME = PREFIX + "job.outcome"
+_JOB_STATE = PREFIX + "job.state"
 CRON_ACTOR_PREFIX = "task:"
 """The ``enqueued_by`` of the jobs a cron task made (``TaskHandle.actor``)."""
 FAILED_OUTCOMES = frozenset(
@@ -83,7 +88,17 @@ _ABANDONED = {
 }
 """The outcome of a body whose attempt was settled without it, by the reason."""
 
-_PROPAGATOR = TraceContextTextMapPropagator()
+_TRACEPARENT = re.compile(
+    r"[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(?:(-.*)|[ \t]*)$"
+)
+"""A W3C ``traceparent`` as the SDK's propagator matches it: version, trace
+id, parent id, flags, what a later version adds."""
+_TRACEPARENT_MAX = 512
+_PROCESS_ATTRIBUTES = {
+    "messaging.system": SYSTEM,
+    "messaging.operation.type": "process",
+    "messaging.operation.name": "process",
+}
 _provider: Any = None
 _tracer: Tracer | None = None
 
@@ -122,11 +137,27 @@ def traceparent_of(span: Span) -> str | None:
 
 
 def creation_context(traceparent: str | None) -> SpanContext | None:
-    """The span context a stored ``traceparent`` names (``None``: none, or invalid)."""
-    if not traceparent:
+    """The span context a stored ``traceparent`` names (``None``: none, or invalid).
+
+    Read as the W3C propagator reads the header (at most 512 characters,
+    version ``ff`` refused, version ``00`` exactly four fields, later
+    versions may add fields; an all-zero id is invalid), without its detour
+    through a context: this runs once per attempt.
+    """
+    if not traceparent or len(traceparent) > _TRACEPARENT_MAX:
         return None
-    carried = _PROPAGATOR.extract({"traceparent": traceparent})
-    context = trace.get_current_span(carried).get_span_context()
+    match = _TRACEPARENT.match(traceparent)
+    if match is None:
+        return None
+    version, trace_id, span_id, flags, rest = match.groups()
+    if version == "ff" or (version == "00" and rest):
+        return None
+    context = SpanContext(
+        int(trace_id, 16),
+        int(span_id, 16),
+        is_remote=True,
+        trace_flags=TraceFlags(int(flags, 16)),
+    )
     return context if context.is_valid else None
 
 
@@ -280,9 +311,10 @@ class Attempt(_Open):
         if outcome is None:
             code = code_of(error) if error is not None else None
             outcome = _ABANDONED.get(code or "", "abandoned")
-        span.set_attribute(PREFIX + "job.outcome", outcome)
-        if state is not None:
-            span.set_attribute(PREFIX + "job.state", state)
+        if state is None:
+            span.set_attribute(_JOB_OUTCOME, outcome)
+        else:  # one call: the span takes its lock once
+            span.set_attributes({_JOB_OUTCOME: outcome, _JOB_STATE: state})
         if outcome in FAILED_OUTCOMES and error is not None:
             _failed(span, error)
 
@@ -307,15 +339,17 @@ def attempt(claimed: Claimed) -> Attempt:
     else:
         # A trace of its own, whatever span is current (run_jobs() in a test).
         parent = otel_context.Context()
+    message_id = str(claimed.id)
+    run_id = claimed.run_id
     attributes = {
-        **_base("process", "process"),
+        **_PROCESS_ATTRIBUTES,
         "messaging.destination.name": claimed.queue,
-        "messaging.message.id": str(claimed.id),
+        "messaging.message.id": message_id,
         "messaging.client.id": claimed.claimed_by,
-        PREFIX + "job.name": claimed.name,
-        PREFIX + "job.run_id": str(claimed.run_id),
-        PREFIX + "job.attempt": claimed.attempt,
-        PREFIX + "job.max_attempts": claimed.max_attempts,
+        _JOB_NAME: claimed.name,
+        _JOB_RUN_ID: message_id if run_id == claimed.id else str(run_id),
+        _JOB_ATTEMPT: claimed.attempt,
+        _JOB_MAX_ATTEMPTS: claimed.max_attempts,
     }
     links = [Link(creation)] if creation is not None else None
     span = _start(
