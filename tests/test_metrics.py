@@ -337,3 +337,45 @@ def test_nothing_imports_prometheus_client_unless_metrics_are_on():
         check=True,
     )
     assert answer.stdout.strip() == "False", answer.stderr
+
+
+def test_attempt_durations_land_in_cumulative_le_buckets_with_count_and_sum():
+    """A value on a bucket's bound counts in it (``le``); buckets are cumulative."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from django_ultimate_jobs.metrics.collect import DURATION_BUCKETS, _Tallies
+
+    tallies = _Tallies()
+    registry = CollectorRegistry()
+    registry.register(tallies)
+    for seconds in (0.005, 0.0051, 1, 400):
+        tallies.duration.observe(("shop.charge", "default"), seconds)
+    tallies.jobs.inc(("shop.charge", "default", "done"))
+    tallies.jobs.inc(("shop.charge", "default", "done"))
+
+    families = {
+        family.name: family
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+    }
+    samples = {
+        (sample.name, sample.labels.get("le")): sample.value
+        for sample in families[f"{PREFIX}attempt_duration_seconds"].samples
+    }
+    assert samples[(f"{PREFIX}attempt_duration_seconds_bucket", "0.005")] == 1
+    assert samples[(f"{PREFIX}attempt_duration_seconds_bucket", "0.01")] == 2
+    assert samples[(f"{PREFIX}attempt_duration_seconds_bucket", "1.0")] == 3
+    assert samples[(f"{PREFIX}attempt_duration_seconds_bucket", "300.0")] == 3
+    assert samples[(f"{PREFIX}attempt_duration_seconds_bucket", "+Inf")] == 4
+    assert samples[(f"{PREFIX}attempt_duration_seconds_count", None)] == 4
+    assert samples[(f"{PREFIX}attempt_duration_seconds_sum", None)] == pytest.approx(
+        401.0101
+    )
+    assert len(DURATION_BUCKETS) + 1 == sum(
+        1 for name, _ in samples if name.endswith("_bucket")
+    )
+    (total,) = [
+        sample
+        for sample in families[f"{PREFIX}jobs"].samples
+        if sample.name == f"{PREFIX}jobs_total"
+    ]
+    assert total.value == 2 and total.labels["outcome"] == "done"

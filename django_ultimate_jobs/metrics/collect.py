@@ -12,17 +12,21 @@ Imports ``prometheus_client``: imported only when metrics are turned on.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+import threading
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections
-from prometheus_client import Counter, Histogram
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
+    HistogramMetricFamily,
     Metric,
 )
 from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
 
 from ..drivers.base import ClaimedJob
 from ..signals import job_finished, job_started
@@ -121,30 +125,19 @@ class ProcessMetrics:
     """One worker process's metrics, in ``registry``.
 
     Call :meth:`connect` to start counting and :meth:`disconnect` at stop.
+
+    Two signals per attempt feed it, from the slot threads and the settle
+    loop, so what they do is kept small: under one lock, a dict entry's
+    count goes up (a histogram's bucket found by ``bisect``); the metric
+    families are built from those numbers at scrape time
+    (:class:`_Tallies`). ``prometheus_client``'s own labelled children cost
+    several times that per observation (label checks, a lock per value).
     """
 
     def __init__(self, worker: Worker, registry: CollectorRegistry) -> None:
         self._worker = worker
-        self.jobs = Counter(
-            f"{PREFIX}jobs",
-            _HELP[f"{PREFIX}jobs_total"],
-            ["name", "queue", "outcome"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            f"{PREFIX}attempt_duration_seconds",
-            _HELP[f"{PREFIX}attempt_duration_seconds"],
-            ["name", "queue"],
-            buckets=DURATION_BUCKETS,
-            registry=registry,
-        )
-        self.pickup = Histogram(
-            f"{PREFIX}pickup_latency_seconds",
-            _HELP[f"{PREFIX}pickup_latency_seconds"],
-            ["queue"],
-            buckets=PICKUP_BUCKETS,
-            registry=registry,
-        )
+        self._tallies = _Tallies()
+        registry.register(self._tallies)
         registry.register(_WorkerState(worker))
 
     def connect(self) -> None:
@@ -168,7 +161,7 @@ class ProcessMetrics:
         if claimed.retaken or claimed.run_at is None or claimed.claimed_at is None:
             return
         waited = (claimed.claimed_at - claimed.run_at).total_seconds()
-        self.pickup.labels(claimed.queue).observe(max(0.0, waited))
+        self._tallies.pickup.observe((claimed.queue,), max(0.0, waited))
 
     def finished(
         self,
@@ -183,11 +176,119 @@ class ProcessMetrics:
         # A settle that did not land wrote nothing: the row was no longer
         # this worker's, so the outcome did not happen.
         written = outcome if landed or outcome == "lost" else "lost"
-        self.jobs.labels(claimed.name, claimed.queue, written).inc()
+        tallies = self._tallies
+        tallies.jobs.inc((claimed.name, claimed.queue, written))
         if duration_ms is not None and outcome not in _UNTIMED:
-            self.duration.labels(claimed.name, claimed.queue).observe(
-                duration_ms / 1000
-            )
+            tallies.duration.observe((claimed.name, claimed.queue), duration_ms / 1000)
+
+
+class _Count:
+    """A counter by label values: a number per key, and when it first moved."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        self._lock = lock
+        self.values: dict[tuple[str, ...], list[float]] = {}  # key: [count, created]
+
+    def inc(self, key: tuple[str, ...]) -> None:
+        with self._lock:
+            entry = self.values.get(key)
+            if entry is None:
+                self.values[key] = [1, time.time()]
+            else:
+                entry[0] += 1
+
+
+class _Histogram:
+    """A histogram by label values: per key its bucket counts (not
+    cumulative; the last is ``+Inf``), sum and creation time."""
+
+    def __init__(self, lock: threading.Lock, bounds: Sequence[float]) -> None:
+        self._lock = lock
+        self.bounds = tuple(float(bound) for bound in bounds)
+        self.values: dict[tuple[str, ...], list[Any]] = {}  # [counts, sum, created]
+
+    def observe(self, key: tuple[str, ...], amount: float) -> None:
+        index = bisect_left(self.bounds, amount)  # le: a value on a bound counts in it
+        with self._lock:
+            entry = self.values.get(key)
+            if entry is None:
+                entry = self.values[key] = [
+                    [0] * (len(self.bounds) + 1),
+                    0.0,
+                    time.time(),
+                ]
+            entry[0][index] += 1
+            entry[1] += amount
+
+
+class _Tallies(Collector):
+    """The process's counters and histograms, as families at scrape time.
+
+    The exposition is what ``prometheus_client``'s ``Counter`` and
+    ``Histogram`` would give: ``_total`` and ``_created`` samples,
+    cumulative ``_bucket`` samples up to ``+Inf``, ``_count`` and ``_sum``.
+    """
+
+    def __init__(self) -> None:
+        lock = threading.Lock()
+        self._lock = lock
+        self.jobs = _Count(lock)
+        self.duration = _Histogram(lock, DURATION_BUCKETS)
+        self.pickup = _Histogram(lock, PICKUP_BUCKETS)
+
+    def collect(self) -> Iterator[Metric]:
+        """Yield the counter and the two histograms (copies taken under the lock)."""
+        with self._lock:
+            jobs = {key: list(entry) for key, entry in self.jobs.values.items()}
+            duration = _copy(self.duration.values)
+            pickup = _copy(self.pickup.values)
+        name = f"{PREFIX}jobs_total"
+        family = CounterMetricFamily(
+            name.removesuffix("_total"),
+            _HELP[name],
+            labels=["name", "queue", "outcome"],
+        )
+        for key, (count, created) in jobs.items():
+            family.add_metric(list(key), count, created=created)
+        yield family
+        yield _histogram_family(
+            "attempt_duration_seconds",
+            ["name", "queue"],
+            self.duration.bounds,
+            duration,
+        )
+        yield _histogram_family(
+            "pickup_latency_seconds", ["queue"], self.pickup.bounds, pickup
+        )
+
+
+def _copy(values: dict[tuple[str, ...], list[Any]]) -> dict[tuple[str, ...], list[Any]]:
+    return {
+        key: [list(counts), total, created]
+        for key, (counts, total, created) in values.items()
+    }
+
+
+def _histogram_family(
+    short: str,
+    labels: list[str],
+    bounds: tuple[float, ...],
+    values: dict[tuple[str, ...], list[Any]],
+) -> HistogramMetricFamily:
+    name = PREFIX + short
+    family = HistogramMetricFamily(name, _HELP[name], labels=labels)
+    edges = [*(floatToGoString(bound) for bound in bounds), "+Inf"]
+    for key, (counts, total, created) in values.items():
+        buckets = []
+        running = 0
+        for edge, count in zip(edges, counts, strict=True):
+            running += count
+            buckets.append((edge, running))
+        family.add_metric(list(key), buckets, total)
+        family.add_sample(
+            f"{name}_created", dict(zip(labels, key, strict=True)), created
+        )
+    return family
 
 
 class _WorkerState(Collector):
