@@ -36,7 +36,15 @@ if os.environ.get("BENCH_TP_TRACING") == "1":
         def export(self, spans):
             return SpanExportResult.SUCCESS
 
-    _provider = TracerProvider()
+    from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+
+    # BENCH_TP_TRACE_RATIO below 1: that share of the traces sampled.
+    _ratio = float(os.environ.get("BENCH_TP_TRACE_RATIO", "1"))
+    _provider = (
+        TracerProvider(sampler=ParentBased(TraceIdRatioBased(_ratio)))
+        if _ratio < 1
+        else TracerProvider()
+    )
     _provider.add_span_processor(BatchSpanProcessor(_Discard()))
     trace.set_tracer_provider(_provider)
 # bench/throughput.py with BENCH_TP_METRICS=1: the fleet's queue snapshot is

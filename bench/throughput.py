@@ -51,6 +51,10 @@ beside Celery with a Redis broker and the PostgreSQL driver.
 nothing), to measure its overhead; the results then go to
 ``bench/results/throughput-tracing.json`` (``-tracing`` after the
 ``BENCH_TP_ONLY`` and ``-metrics`` parts of the name too).
+``BENCH_TP_TRACE_RATIO`` (default 1: every trace) samples that share of the
+traces instead (``ParentBased(TraceIdRatioBased(ratio))``, what the
+monitoring how-to advises for high-volume queues; results
+``...-tracing-sampled<ratio>.json``).
 ``BENCH_TP_METRICS=1`` runs every ``runjobs`` with ``--metrics-port`` (a free
 port each) and scrapes each endpoint every ``BENCH_TP_SCRAPE_S`` seconds
 (default 1, harsher than a 15 s Prometheus) while it runs, with
@@ -127,6 +131,8 @@ TARGETS = {
 }
 TRACING = os.environ.get("BENCH_TP_TRACING") == "1"
 """Tracing on in every process (read by bench/bench_settings.py too)."""
+TRACE_RATIO = float(os.environ.get("BENCH_TP_TRACE_RATIO", "1"))
+"""With tracing on, the share of traces sampled (bench/bench_settings.py)."""
 METRICS = os.environ.get("BENCH_TP_METRICS", "0") == "1"
 """Run every runjobs with --metrics-port and scrape it (the metrics overhead)."""
 SCRAPE_S = float(os.environ.get("BENCH_TP_SCRAPE_S", "1"))
@@ -624,7 +630,8 @@ def main() -> None:
     print(
         f"bench database {BENCH_DB}; {JOBS:,} jobs, {ROUNDS} rounds, "
         f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}"
-        + (", tracing on" if TRACING else ""),
+        + (", tracing on" if TRACING else "")
+        + (f" (sampling {TRACE_RATIO:g})" if TRACING and TRACE_RATIO < 1 else ""),
         file=sys.stderr,
     )
     lock = hold_bench_lock(base_url, BENCH_DB)  # noqa: F841 (held until exit)
@@ -639,6 +646,7 @@ def main() -> None:
         *ONLY,
         *(["metrics"] if METRICS else []),
         *(["tracing"] if TRACING else []),
+        *([f"sampled{TRACE_RATIO:g}"] if TRACING and TRACE_RATIO < 1 else []),
     ]
     results = (
         RESULTS.with_name(f"throughput-{'-'.join(parts)}.json") if parts else RESULTS
@@ -661,6 +669,7 @@ def main() -> None:
                 "rounds": ROUNDS,
                 "threads": THREADS,
                 "tracing": TRACING,
+                "trace_ratio": TRACE_RATIO if TRACING else None,
                 "metrics": METRICS,
                 "targets": TARGETS,
                 "summary": summary,
