@@ -17,7 +17,9 @@ import json
 import re
 from typing import Any
 
-__all__ = ["escape_json", "printable", "printable_json", "printable_tree"]
+from django.utils.translation import ngettext
+
+__all__ = ["counted", "escape_json", "printable", "printable_json", "printable_tree"]
 
 # C0 (newline and tab included: a row is one line), DEL, C1 (0x9b is an
 # 8-bit CSI), the Unicode line and paragraph separators, and the
@@ -70,3 +72,13 @@ def escape_json(text: str) -> str:
 
 def _escaped(match: re.Match[str]) -> str:
     return match.group().encode("unicode_escape").decode("ascii")
+
+
+def counted(
+    count: int, singular: str, plural: str | None = None, *, grouped: bool = False
+) -> str:
+    """``count`` and its noun in the right number: "1 job", "3 jobs";
+    ``grouped``: thousands grouped, as the commands print counts ("1,200
+    rows"). The admin's pages and the commands both say how many with it."""
+    noun = ngettext(singular, plural or f"{singular}s", count)
+    return f"{count:,} {noun}" if grouped else f"{count} {noun}"

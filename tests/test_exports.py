@@ -722,7 +722,7 @@ def test_the_export_command_dry_runs_passes_params_and_lists(
 ):
     handle = declare.export("t.ex.command")
     _items(23)
-    assert "would write 23 rows in 3 part(s)" in _command(
+    assert "would write 23 rows in 3 parts" in _command(
         "jobs_export", handle.name, "--prefix", "out/cmd", "--param", f"group={GROUP}"
     )
     assert "would write 0 rows" in _command(

@@ -25,6 +25,8 @@ from django.utils.safestring import SafeString
 from django.utils.timesince import timesince, timeuntil
 from django.utils.translation import gettext, ngettext
 
+from ..terminal import counted
+
 __all__ = [
     "counted",
     "humane_ms",
@@ -136,9 +138,3 @@ def retry_schedule(delays_ms: list[int] | None) -> str:
     if not delays_ms:
         return gettext("none")
     return gettext(", then ").join(humane_ms(ms) for ms in delays_ms)
-
-
-def counted(count: int, singular: str, plural: str | None = None) -> str:
-    """``count`` and its noun in the right number: "1 job", "3 jobs"."""
-    noun = ngettext(singular, plural or f"{singular}s", count)
-    return f"{count} {noun}"

@@ -28,7 +28,7 @@ from ...backfills import (
 )
 from ...drivers.base import Enqueued
 from ...errors import BackfillRequiresPending, JobsError
-from ...terminal import printable
+from ...terminal import counted, printable
 from ..progress import Progress, duration, follow, pages
 
 PENDING_STATES = ("pending", "failed", "paused")
@@ -115,7 +115,7 @@ class Command(BaseCommand):
             self.stdout.write("every backfill is done (or running)")
         if pending_only and shown:
             raise CommandError(
-                f"{shown} backfill(s) not done: "
+                f"{counted(shown, 'backfill')} not done: "
                 "python manage.py jobs_backfill --all --write"
             )
 
@@ -150,7 +150,8 @@ class Command(BaseCommand):
                 self._follow_all(started, refused, together=not names)
         if refused:
             raise CommandError(
-                f"{len(refused)} backfill(s) refused or failed: {', '.join(refused)}"
+                f"{counted(len(refused), 'backfill')} refused or failed: "
+                f"{', '.join(refused)}"
             )
 
     def _all_in_order(self, refused: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from ...exports.export import get_export, registered_exports
+from ...terminal import counted
 from ..pass_command import PassCommand, Queued, describe
 
 __all__ = ["Command"]
@@ -59,8 +60,10 @@ class Command(PassCommand):
         """Rows and parts a pass would write."""
         plan = get_export(options["name"]).plan(options["prefix"], _params(options))
         return (
-            f"{plan.name} at {plan.prefix} ({plan.state}): would write {plan.rows:,} "
-            f"rows in {plan.parts:,} part(s) to the storage {plan.storage!r}"
+            f"{plan.name} at {plan.prefix} ({plan.state}): would write "
+            f"{counted(plan.rows, 'row', grouped=True)} in "
+            f"{counted(plan.parts, 'part', grouped=True)} to the storage "
+            f"{plan.storage!r}"
         )
 
     def enqueue(self, options: dict[str, Any]) -> Queued:

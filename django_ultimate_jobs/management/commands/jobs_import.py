@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils.translation import ngettext
+
 from ...exports.imports import get_import, registered_imports
+from ...terminal import counted
 from ..pass_command import PassCommand, Queued, describe
 
 __all__ = ["Command"]
@@ -42,8 +45,9 @@ class Command(PassCommand):
         plan = get_import(options["name"]).plan(options["prefix"])
         return (
             f"{plan.name} from {plan.prefix} ({plan.state}): the manifest and its "
-            f"{plan.parts:,} {plan.format} part(s) check out: would load "
-            f"{plan.rows:,} rows from the storage {plan.storage!r}"
+            f"{plan.parts:,} {plan.format} {ngettext('part', 'parts', plan.parts)} "
+            f"check out: would load {counted(plan.rows, 'row', grouped=True)} "
+            f"from the storage {plan.storage!r}"
         )
 
     def enqueue(self, options: dict[str, Any]) -> Queued:

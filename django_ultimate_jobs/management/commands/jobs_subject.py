@@ -33,7 +33,7 @@ from ...subjects import (
     registered_subjects,
 )
 from ...subjects.errors import SubjectArgumentInvalid
-from ...terminal import printable
+from ...terminal import counted, printable
 from ..progress import Progress, follow_job
 
 __all__ = ["Command"]
@@ -96,7 +96,7 @@ class Command(BaseCommand):
             self.stderr.write(printable(problem.render()))
         if problems:
             raise CommandError(
-                f"{len(problems)} personal-data gap(s): python manage.py check "
+                f"{counted(len(problems), 'personal-data gap')}: python manage.py check "
                 "lists them too"
             )
 
@@ -115,7 +115,7 @@ class Command(BaseCommand):
         if not options["write"]:
             for plan in plan_subject(options["subject"], options["key"]):
                 self._say(
-                    f"{plan.model} by {plan.by}: {plan.rows:,} row(s), "
+                    f"{plan.model} by {plan.by}: {counted(plan.rows, 'row', grouped=True)}, "
                     f"{plan.to_treat:,} to change ({plan.erase})"
                 )
             self._say("dry run: pass --write --by WHO to erase")
@@ -128,7 +128,7 @@ class Command(BaseCommand):
             for entry in row.summary or []:
                 self._say(
                     f"  {entry['model']}.{entry['field']}: {entry['policy']}, "
-                    f"{entry['rows']:,} row(s)"
+                    f"{counted(entry['rows'], 'row', grouped=True)}"
                 )
 
     def _show(self, options: dict[str, Any]) -> None:
