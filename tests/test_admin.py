@@ -511,3 +511,33 @@ def test_a_step_status_this_version_does_not_know_is_shown_not_404(
     assert page.status_code == 200
     assert "X_JOB_ROW_STATUS_UNKNOWN" in page.text
     assert "&#x27;done&#x27;" in page.text or "'done'" in page.text
+
+
+def test_retry_from_a_step_the_run_never_recorded_is_refused_before_confirming(
+    admin_client, pg_driver
+):
+    """``?from_step=`` naming no recorded step: the refusal (with the run's
+    steps), not a confirmation that would refuse after the press; a step the
+    run recorded is confirmed and retried from."""
+    job_id = dead_job(pg_driver)
+    run_id = Job.objects.get(id=job_id).run_id
+    Step.objects.create(
+        run_id=run_id, name="charge", status="completed", started_at=timezone.now()
+    )
+    url = reverse("admin:ultimate_jobs_job_operate", args=[job_id, "retry"])
+
+    refused = admin_client.get(url, {"from_step": "nope"}, follow=True)
+
+    assert "Yes, retry" not in refused.text
+    assert "X_STEP_NOT_FOUND" in refused.text and "&#x27;charge&#x27;" in refused.text
+    assert refused.redirect_chain[-1][0] == reverse(
+        "admin:ultimate_jobs_job_change", args=[job_id]
+    )
+    assert pg_driver.get(job_id).state == "dead"
+    assert (
+        "Yes, retry from step charge"
+        in admin_client.get(url, {"from_step": "charge"}).text
+    )
+    admin_client.post(url, {"from_step": "charge", "confirmed": "yes"})
+    assert pg_driver.get(job_id).state == "ready"
+    assert not Step.objects.filter(run_id=run_id, name="charge").exists()

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from .. import operator
 from ..drivers.base import MAX_BULK_ROWS
-from ..errors import JobNotFound, JobsError
+from ..errors import JobNotFound, JobsError, StepNotFound
 from ..models import Job
 from .audit import (
     VERB_PERMISSIONS,
@@ -189,6 +189,18 @@ def operate_view(
         raise Http404(error.cause) from error
     from_step = (request.POST.get("from_step") or request.GET.get("from_step")) or None
     page = reverse("admin:ultimate_jobs_job_change", args=[str(job_id)])
+    if verb == "retry" and from_step:
+        steps = [entry["name"] for entry in job.get("steps") or ()]
+        if from_step not in steps:
+            # Refused before the confirmation: asking "retry from step X?"
+            # about a step the run never recorded would refuse after the press.
+            listed = ", ".join(map(repr, steps)) if steps else "none"
+            refusal = StepNotFound(
+                f"the job has no step named {from_step!r}; its steps: {listed}",
+                meta={"id": str(job["id"]), "step": from_step, "steps": steps},
+            )
+            _report(request, verb, 0, [f"Job {job['id']}: {refusal.render()}"])
+            return HttpResponseRedirect(page)
     if not is_confirmed(request):
         label = f"{_LABELS[verb]} from step {from_step}" if from_step else _LABELS[verb]
         return confirmation(
