@@ -15,12 +15,9 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
-import json
 import os
 import pkgutil
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +31,7 @@ from django_ultimate_jobs.backfills import registered_backfills, unregister_back
 from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.errors import JobsError, SettingsInvalid
 from django_ultimate_jobs.registry import registered_jobs, unregister
+from tests.support.child_python import last_json_line, run_python
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -80,17 +78,7 @@ print(json.dumps({code: klass.value for code, klass in registered_codes().items(
 @pytest.fixture(scope="module")
 def package_codes() -> dict[str, str]:
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", _CODES_SCRIPT],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    codes = last_json_line(run_python(["-c", _CODES_SCRIPT], env=env, cwd=ROOT))
     assert codes, "registered_codes() answered nothing"
     return codes
 

@@ -9,15 +9,14 @@ jobs tables do not exist there whatever this suite migrated.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from tests.support.child_python import last_json_line, run_python
 from tests.support.workers import REPO_ROOT
 
 pytestmark = pytest.mark.postgres
@@ -64,20 +63,11 @@ def _run(tmp_path: Path, apps: list[str], script: str) -> subprocess.CompletedPr
         "DJANGO_SETTINGS_MODULE": "newcomer_settings",
         "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO_ROOT)]),
     }
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return run_python(["-c", textwrap.dedent(script)], env=env, cwd=tmp_path)
 
 
 def _refusal(done: subprocess.CompletedProcess) -> dict[str, str]:
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return last_json_line(done)
 
 
 def test_forgetting_pgtrigger_says_what_to_add(tmp_path):

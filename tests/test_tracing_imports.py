@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.support.child_python import last_json_line, run_python
 from tests.support.workers import REPO_ROOT
 
 PROBE = REPO_ROOT / "tests" / "support" / "otel_probe.py"
@@ -22,17 +21,7 @@ def _probe(mode: str, tracing: object = None) -> dict:
     env.pop("UJ_TRACING", None)
     if tracing is not None:
         env["UJ_TRACING"] = json.dumps(tracing)
-    done = subprocess.run(
-        [sys.executable, str(PROBE), mode],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    return last_json_line(run_python([str(PROBE), mode], env=env, cwd=REPO_ROOT))
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,12 @@ flushes the tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from django.db import connection
 
-from tests.support.workers import WorkerFleet, subprocess_env
+from tests.support.workers import WorkerFleet, subprocess_env, subprocess_env_for_url
 
 # Lease timings of the crash tests: a lapsed lease comes back in ~2 s.
 VISIBILITY = "2s"
@@ -38,3 +40,16 @@ def fleet(worker_env, tmp_path):
         workers.kill_all()
         # Shown by pytest only when the test failed.
         print(workers.logs())
+
+
+@pytest.fixture
+def proxied_fleet(tcp_proxy, tmp_path) -> Iterator[tuple[WorkerFleet, object]]:
+    """Workers that reach the test database through a proxy the test can cut."""
+    proxy = tcp_proxy.for_settings(connection.settings_dict)
+    url = proxy.url_for(str(connection.settings_dict["NAME"]))
+    fleet = WorkerFleet(subprocess_env_for_url(url, UJ_VISIBILITY="30s"), tmp_path)
+    try:
+        yield fleet, proxy
+    finally:
+        fleet.kill_all()
+        print(fleet.logs())

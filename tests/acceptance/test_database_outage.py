@@ -17,17 +17,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import psycopg
 import pytest
-from django.db import connection
 
 from django_ultimate_jobs.models import Job
 from tests.jobsapp.jobs import effect, locked, steady
 from tests.jobsapp.models import Effect
 from tests.support.waiting import wait_until
-from tests.support.workers import REPO_ROOT, WorkerFleet, subprocess_env_for_url
+from tests.support.workers import REPO_ROOT, WorkerFleet
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.django_db(transaction=True)]
 
@@ -45,19 +43,6 @@ def _summary(ids: list) -> str:
     for row in rows.values_list("state", "attempt", "claims"):
         counts[row] = counts.get(row, 0) + 1
     return f"(state, attempt, claims): {counts}"
-
-
-@pytest.fixture
-def proxied_fleet(tcp_proxy, tmp_path) -> Iterator[tuple[WorkerFleet, object]]:
-    """Workers that reach the test database through a proxy the test can cut."""
-    proxy = tcp_proxy.for_settings(connection.settings_dict)
-    url = proxy.url_for(str(connection.settings_dict["NAME"]))
-    fleet = WorkerFleet(subprocess_env_for_url(url, UJ_VISIBILITY="30s"), tmp_path)
-    try:
-        yield fleet, proxy
-    finally:
-        fleet.kill_all()
-        print(fleet.logs())
 
 
 def test_a_ten_second_outage_is_waited_out_quietly_and_finished_work_is_kept(

@@ -16,7 +16,6 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -27,7 +26,6 @@ from django_ultimate_jobs.metrics.snapshot import SNAPSHOT_KEY
 from django_ultimate_jobs.models import Job, Worker
 from tests.jobsapp.jobs import always_fail, fail_once, hang, noop, slow
 from tests.support.waiting import wait_until
-from tests.support.workers import WorkerFleet, subprocess_env_for_url
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.postgres]
 
@@ -279,19 +277,6 @@ def test_with_processes_each_child_serves_on_its_own_port(fleet):
             return None
 
     assert wait_until(both_answer, START_S, message=fleet.logs) == [{(): 8.0}] * 2
-
-
-@pytest.fixture
-def proxied_fleet(tcp_proxy, tmp_path):
-    """Workers that reach the test database through a proxy the test can cut."""
-    proxy = tcp_proxy.for_settings(connection.settings_dict)
-    url = proxy.url_for(str(connection.settings_dict["NAME"]))
-    workers = WorkerFleet(subprocess_env_for_url(url, UJ_VISIBILITY="30s"), tmp_path)
-    try:
-        yield workers, proxy
-    finally:
-        workers.kill_all()
-        print(workers.logs())
 
 
 @pytest.mark.django_db(transaction=True)
