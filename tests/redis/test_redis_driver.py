@@ -65,6 +65,12 @@ def test_the_alias_and_its_settings_build_the_driver(settings, redis_url, prefix
     [
         ("REDIS_URL", "http://localhost"),
         ("REDIS_URL", 6379),
+        ("REDIS_URL", "redis://localhost:99999/0"),
+        ("REDIS_URL", "redis://localhost:0"),
+        ("REDIS_URL", "redis://localhost:port/0"),
+        ("REDIS_URL", "redis://localhost:6379/zero"),
+        ("REDIS_URL", "redis://:6379/0"),
+        ("REDIS_URL", "unix://"),
         ("REDIS_PREFIX", "a{b}"),
         ("REDIS_SENTINELS", "10.0.0.1:26379"),
         ("REDIS_SENTINELS", []),
@@ -83,6 +89,17 @@ def test_bad_settings_are_refused_with_a_code(settings, key, value):
     with pytest.raises(SettingsInvalid) as refused:
         get_driver()
     assert refused.value.code == "X_SETTINGS_INVALID" and key in refused.value.cause
+
+
+def test_a_refused_url_is_quoted_without_its_password(settings):
+    settings.ULTIMATE_JOBS = {
+        "DRIVER": "redis",
+        "REDIS_URL": "redis://app:s3cret@localhost:70000/0?password=s3cret",
+    }
+    with pytest.raises(SettingsInvalid) as refused:
+        get_driver()
+    assert "s3cret" not in refused.value.render()
+    assert "'redis://***@localhost:70000/0'" in refused.value.cause
 
 
 def test_sentinels_without_a_service_name_are_refused_with_a_code(settings):

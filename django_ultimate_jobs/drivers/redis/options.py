@@ -10,6 +10,7 @@ failover can lose is what the docs (docs/howto/redis.md) say it is.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ...errors import SettingsInvalid
 
@@ -39,11 +40,45 @@ def _invalid(key: str, must: str, example: str, value: Any = None) -> SettingsIn
 
 
 def _url(key: str, value: Any) -> Any:
+    must = "a redis://, rediss:// or unix:// URL"
     if not isinstance(value, str) or not value.startswith(
         ("redis://", "rediss://", "unix://")
     ):
-        raise _invalid(key, "a redis://, rediss:// or unix:// URL", f'"{DEFAULT_URL}"')
+        raise _invalid(key, must, f'"{DEFAULT_URL}"')
+    # What redis-py would refuse only at the first connection: a port that
+    # is no port, a database that is no number, a socket without a path.
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError:
+        port = -1
+    if parts.scheme == "unix":
+        fine = bool(parts.path)
+    else:
+        db = parts.path.lstrip("/")
+        fine = (
+            bool(parts.hostname)
+            and (port is None or 0 < port < 65536)
+            and (not db or db.isdigit())
+            and "/" not in db
+        )
+    if not fine:
+        raise _invalid(
+            key,
+            f"{must} with a host, a port from 1 to 65535 and a database "
+            "number (redis://host:6379/0)",
+            f'"{DEFAULT_URL}"',
+            _masked(value),
+        )
     return value
+
+
+def _masked(url: str) -> str:
+    """``url`` without its credentials or query (the refusal quotes the rest)."""
+    scheme, _, rest = url.partition("://")
+    rest = rest.partition("?")[0].partition("#")[0]
+    _, at, place = rest.rpartition("@")
+    return f"{scheme}://***@{place}" if at else url.partition("?")[0]
 
 
 def _prefix(key: str, value: Any) -> Any:
