@@ -4,7 +4,7 @@ Imports ``prometheus_client``: imported only when metrics are turned on.
 
 - :class:`FleetCollector` reads the fleet's queue gauges (:mod:`.snapshot`);
 - :class:`ProcessMetrics` keeps this worker process's counters and
-  histograms, fed by the ``job_started`` / ``job_finished`` signals, and
+  histograms, told of each attempt by the worker (``Worker.watchers``), and
   reads its slots, lost leases and database outages from the worker at
   scrape time (nothing is counted twice, nothing costs between scrapes).
 """
@@ -29,11 +29,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from ..drivers.base import ClaimedJob
-from ..signals import job_finished, job_started
 from .names import METRICS, PREFIX
 from .snapshot import QueueSnapshot, queue_snapshot
 
 if TYPE_CHECKING:
+    from ..worker.executor import Execution
     from ..worker.runner import Worker
 
 __all__ = ["DURATION_BUCKETS", "PICKUP_BUCKETS", "FleetCollector", "ProcessMetrics"]
@@ -126,12 +126,13 @@ class ProcessMetrics:
 
     Call :meth:`connect` to start counting and :meth:`disconnect` at stop.
 
-    Two signals per attempt feed it, from the slot threads and the settle
-    loop, so what they do is kept small: under one lock, a dict entry's
-    count goes up (a histogram's bucket found by ``bisect``); the metric
-    families are built from those numbers at scrape time
-    (:class:`_Tallies`). ``prometheus_client``'s own labelled children cost
-    several times that per observation (label checks, a lock per value).
+    The worker tells it of each attempt directly (``Worker.watchers``: a
+    signal's dispatch would cost more than the counting), from the slot
+    threads and the settle loop, so what it does is kept small: under one
+    lock, a dict entry's count goes up (a histogram's bucket found by
+    ``bisect``); the metric families are built from those numbers at scrape
+    time (:class:`_Tallies`). ``prometheus_client``'s own labelled children
+    cost several times that per observation (label checks, a lock per value).
     """
 
     def __init__(self, worker: Worker, registry: CollectorRegistry) -> None:
@@ -141,21 +142,15 @@ class ProcessMetrics:
         registry.register(_WorkerState(worker))
 
     def connect(self) -> None:
-        """Receive every job's ``job_started`` and ``job_finished``."""
-        job_started.connect(self.started, weak=False, dispatch_uid=self._uid)
-        job_finished.connect(self.finished, weak=False, dispatch_uid=self._uid)
+        """Be told of every attempt of the worker."""
+        self._worker.watchers.watch(started=self.started, finished=self.finished)
 
     def disconnect(self) -> None:
-        """Stop receiving the signals."""
-        job_started.disconnect(dispatch_uid=self._uid)
-        job_finished.disconnect(dispatch_uid=self._uid)
+        """Stop being told."""
+        self._worker.watchers.unwatch(started=self.started, finished=self.finished)
 
-    @property
-    def _uid(self) -> str:
-        return f"ultimate_jobs.metrics.{id(self)}"
-
-    def started(self, sender: Any, claimed: ClaimedJob, **kwargs: Any) -> None:
-        """``job_started``: observe the pickup latency of a fresh claim."""
+    def started(self, claimed: ClaimedJob) -> None:
+        """An attempt starts: observe the pickup latency of a fresh claim."""
         # A re-taken lapsed lease was due long ago: its wait is the lapse,
         # not a pickup.
         if claimed.retaken or claimed.run_at is None or claimed.claimed_at is None:
@@ -163,21 +158,15 @@ class ProcessMetrics:
         waited = (claimed.claimed_at - claimed.run_at).total_seconds()
         self._tallies.pickup.observe((claimed.queue,), max(0.0, waited))
 
-    def finished(
-        self,
-        sender: Any,
-        claimed: ClaimedJob,
-        outcome: str,
-        landed: bool | None,
-        duration_ms: int | None = None,
-        **kwargs: Any,
-    ) -> None:
-        """``job_finished``: count the outcome that was written, time the body."""
+    def finished(self, execution: Execution) -> None:
+        """An attempt ended: count the outcome that was written, time the body."""
         # A settle that did not land wrote nothing: the row was no longer
         # this worker's, so the outcome did not happen.
-        written = outcome if landed or outcome == "lost" else "lost"
+        outcome, claimed = execution.outcome, execution.claimed
+        written = outcome if execution.landed or outcome == "lost" else "lost"
         tallies = self._tallies
         tallies.jobs.inc((claimed.name, claimed.queue, written))
+        duration_ms = execution.duration_ms
         if duration_ms is not None and outcome not in _UNTIMED:
             tallies.duration.observe((claimed.name, claimed.queue), duration_ms / 1000)
 

@@ -54,6 +54,7 @@ from .scheduler import Scheduler, SchedulerThread
 from .settle import SettleLoop, announce_buried
 from .slots import SlotPool
 from .wakeflag import ClaimWake
+from .watchers import AttemptWatchers
 
 __all__ = ["Worker", "new_worker_id"]
 
@@ -96,6 +97,8 @@ class Worker:
         # The settle queue: the slots, the keeper and the drain put lists of
         # executions on it; the settle loop is its one reader.
         settles: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.watchers = AttemptWatchers()
+        """This process's own instruments, told of each attempt directly."""
         self.slots = SlotPool(
             config,
             driver=self.driver,
@@ -105,6 +108,7 @@ class Worker:
             open_session=self.role,
             outage=self.outage,
             worker_id=self.id,
+            watchers=self.watchers,
         )
         self.claims = ClaimLoop(
             config,
@@ -126,6 +130,7 @@ class Worker:
             handover=self.claims.handover,
             on_heirs=self.claims.take_heirs,
             on_due=wake.due,
+            watchers=self.watchers,
         )
         self.keeper = Keeper(
             config,

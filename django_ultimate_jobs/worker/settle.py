@@ -38,6 +38,7 @@ from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
 from .logfields import MAX_ERROR_TEXT, error_fields, job_fields
 from .refusals import drained
+from .watchers import AttemptWatchers
 
 __all__ = [
     "ON_SETTLED_ATTEMPTS",
@@ -111,8 +112,10 @@ class SettleLoop:
         handover: Callable[[Sequence[ClaimedJob]], Handover | None] | None = None,
         on_heirs: Callable[[list[ClaimedJob]], None] | None = None,
         on_due: Callable[[float], None] | None = None,
+        watchers: AttemptWatchers | None = None,
     ) -> None:
         self.driver = driver
+        self._watchers = watchers or AttemptWatchers()
         self._held = held
         self._life = life
         self._settles = settles
@@ -352,6 +355,8 @@ class SettleLoop:
                     "stop": execution.stop,
                 },
             )
+        if execution.handle is not None and self._watchers.on_finished:
+            self._watchers.finished(execution)
         if execution.handle is not None and job_finished.listened_for(
             type(execution.handle)
         ):

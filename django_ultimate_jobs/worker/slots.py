@@ -35,6 +35,7 @@ from .executor import Attempt, Execution, run_attempt, settle_for
 from .held import HeldAttempts
 from .lifecycle import Lifecycle
 from .refusals import drained, not_started, park_unknown, refuse_busy
+from .watchers import AttemptWatchers
 
 __all__ = [
     "CHUNK_BELOW_MS",
@@ -72,8 +73,10 @@ class SlotPool:
         open_session: Callable[[str], Session],
         outage: DatabaseOutage,
         worker_id: str,
+        watchers: AttemptWatchers | None = None,
     ) -> None:
         self._config = config
+        self._watchers = watchers or AttemptWatchers()
         self.driver = driver
         self._held = held
         self._life = life
@@ -355,9 +358,11 @@ class SlotPool:
         return landed
 
     def _send_started(self, attempt: Attempt) -> None:
-        if attempt.handle is not None and job_started.listened_for(
-            type(attempt.handle)
-        ):
+        if attempt.handle is None:
+            return
+        if self._watchers.on_started:
+            self._watchers.started(attempt.claimed)
+        if job_started.listened_for(type(attempt.handle)):
             # send_robust: a broken receiver must not cost the job its slot.
             answers = job_started.send_robust(
                 sender=type(attempt.handle), job=attempt.handle, claimed=attempt.claimed
