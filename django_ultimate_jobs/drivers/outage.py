@@ -105,6 +105,7 @@ class DatabaseOutage:
         """Whether a role's call has landed once in this process's life."""
         self._unreachable_said: float | None = None
         self._unreached_since: float | None = None
+        self._partial = False
 
     def reach(self) -> None:
         """A role's call landed: from now on a loss is an outage (``jobs.db.lost``)."""
@@ -138,6 +139,13 @@ class DatabaseOutage:
         """Whether the database is known not to answer right now."""
         return self._down_since is not None
 
+    @property
+    def partial_since(self) -> float | None:
+        """When (``time.monotonic()``) the current outage began, if it is a
+        partial one (see :meth:`lost`); ``None`` otherwise."""
+        since = self._down_since
+        return since if self._partial else None
+
     def wait_up(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the database to answer; True if it does."""
         return self._up.wait(timeout)
@@ -150,8 +158,14 @@ class DatabaseOutage:
         last_ok: float | None,
         using: str | None = None,
         address: StoreAddress | None = None,
+        partial: bool = False,
     ) -> bool:
         """A role could not reach the database ``using`` (or it refused to serve).
+
+        ``partial``: the store answers but refuses what matters (writes its
+        replicas did not confirm): an outage this starts is ended only by a
+        role whose own call failed and then landed, never by another role's
+        answer (:meth:`recovered` with ``own=False``), which proves nothing.
 
         Answers True for an echo: the role's connection died in the outage
         that just ended and this is its first use since. It reconnects at
@@ -164,7 +178,7 @@ class DatabaseOutage:
         with self._lock:
             if self._down_since is not None or not self.reached:
                 if self._down_since is None:
-                    self._go_down(role, using, now)
+                    self._go_down(role, using, now, partial)
                 logger.debug("jobs.db.lost", extra={"role": role, "error": str(error)})
                 return False
             if (
@@ -177,7 +191,7 @@ class DatabaseOutage:
                     extra={"role": role, "error": str(error)},
                 )
                 return True
-            self._go_down(role, using, now)
+            self._go_down(role, using, now, partial)
             self.outages += 1
         logger.warning(
             "jobs.db.lost",
@@ -190,9 +204,10 @@ class DatabaseOutage:
         )
         return False
 
-    def _go_down(self, role: str, using: str | None, now: float) -> None:
+    def _go_down(self, role: str, using: str | None, now: float, partial: bool) -> None:
         # Under the lock: the first failure of an outage starts its schedule.
         self._down_since = now
+        self._partial = partial
         self._first_role = role
         self._first_using = using
         self._up.clear()
@@ -268,7 +283,8 @@ class DatabaseOutage:
                 return
             now = time.monotonic()
             if not own and (
-                using is None
+                self._partial
+                or using is None
                 or using != self._first_using
                 # An answer that comes within the first retry interval may be
                 # to a call sent before the loss (the cut reaches each socket

@@ -196,7 +196,15 @@ class RedisSession:
         self.failing = True
         address = None if self.outage.reached else redis_address(self.store.endpoint)
         if self.outage.lost(
-            self.role, error, last_ok=self._last_ok, using="redis", address=address
+            self.role,
+            error,
+            last_ok=self._last_ok,
+            using="redis",
+            address=address,
+            # Too few replicas: Redis answers, and every read (and a write
+            # the docs let through unconfirmed) lands; only a confirmed write
+            # ends it (ok()), or the outage would be logged over and over.
+            partial=isinstance(error, RedisNotReplicated),
         ):
             self._last_ok = time.monotonic()
         return True
@@ -206,8 +214,12 @@ class RedisSession:
         return self.outage.retry_in() if self.failing else 0.0
 
     def ok(self) -> None:
-        """A call of this role landed: an outage, if any, is over."""
+        """A call of this role landed: an outage, if any, is over (one of
+        too few replicas only once a write of this thread was confirmed)."""
         self._last_ok = time.monotonic()
+        since = self.outage.partial_since
+        if since is not None and not self.store.written_since(since):
+            return
         if self.failing:
             self.failing = False
             self.outage.recovered(self.role, using="redis")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -141,7 +142,9 @@ class RedisStore:
         """
         if not self.wait_replicas:
             with self._replicas_refusal():
-                return self.scripts.run(name, prefix, args, self.conn())
+                answer = self.scripts.run(name, prefix, args, self.conn())
+            self.local.written_at = time.monotonic()
+            return answer
         return self.run_many([(name, prefix, args)])[0]
 
     def run_many(self, calls: list[tuple[str, str, list[Any]]]) -> list[Any]:
@@ -167,7 +170,16 @@ class RedisStore:
             confirmed = int(answers.pop())
             if confirmed < self.wait_replicas:
                 self._unreplicated([name for name, _, _ in calls], confirmed)
+                return answers
+        self.local.written_at = time.monotonic()
         return answers
+
+    def written_since(self, instant: float) -> bool:
+        """Whether this thread's scripts were taken (and, with
+        ``REDIS_WAIT_REPLICAS``, confirmed by enough replicas) after
+        ``instant`` (``time.monotonic()``): what ends an outage of replicas."""
+        written_at = getattr(self.local, "written_at", None)
+        return written_at is not None and written_at > instant
 
     @contextmanager
     def _replicas_refusal(self) -> Iterator[None]:
