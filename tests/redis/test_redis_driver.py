@@ -20,6 +20,7 @@ from django_ultimate_jobs.models import OutboxMessage
 from django_ultimate_jobs.testing import publish_outbox, run_jobs
 from django_ultimate_jobs.wake import split_hint
 from tests.jobsapp.jobs import atomic_steps, noop
+from tests.support.redis import own_redis
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.redis
@@ -71,6 +72,10 @@ def test_the_alias_and_its_settings_build_the_driver(settings, redis_url, prefix
         ("REDIS_URL", "redis://localhost:6379/zero"),
         ("REDIS_URL", "redis://:6379/0"),
         ("REDIS_URL", "unix://"),
+        ("REDIS_URL", "redis://localhost:6379?db=x"),
+        ("REDIS_URL", "redis://localhost:6379/0?socket_timeout=abc"),
+        ("REDIS_URL", "redis://localhost/7?db=8"),
+        ("REDIS_URL", "redis://[::1:6379/0"),
         ("REDIS_PREFIX", "a{b}"),
         ("REDIS_SENTINELS", "10.0.0.1:26379"),
         ("REDIS_SENTINELS", []),
@@ -91,15 +96,46 @@ def test_bad_settings_are_refused_with_a_code(settings, key, value):
     assert refused.value.code == "X_SETTINGS_INVALID" and key in refused.value.cause
 
 
-def test_a_refused_url_is_quoted_without_its_password(settings):
-    settings.ULTIMATE_JOBS = {
-        "DRIVER": "redis",
-        "REDIS_URL": "redis://app:s3cret@localhost:70000/0?password=s3cret",
-    }
+@pytest.mark.parametrize(
+    ("url", "quoted"),
+    [
+        (
+            "redis://app:s3cret@localhost:70000/0?password=s3cret",
+            "'redis://***@localhost:70000/0'",
+        ),
+        ("redis://app:s3cret@[::1:6379/7", "'redis://***@[::1:6379/7'"),
+        ("unix://:s3cret@[/tmp/x.sock", "'unix://***@[/tmp/x.sock'"),
+        ("redis://localhost:6379/0?db=x&password=s3cret", "'redis://localhost:6379/0'"),
+    ],
+)
+def test_a_refused_url_is_quoted_without_its_password(settings, url, quoted):
+    settings.ULTIMATE_JOBS = {"DRIVER": "redis", "REDIS_URL": url}
     with pytest.raises(SettingsInvalid) as refused:
         get_driver()
     assert "s3cret" not in refused.value.render()
-    assert "'redis://***@localhost:70000/0'" in refused.value.cause
+    assert quoted in refused.value.cause
+
+
+def test_a_unix_socket_url_reaches_redis(settings, tmp_path, prefix):
+    """``unix://`` is a documented form: jobs go in and come out through it."""
+    socket_path = tmp_path / "redis.sock"
+    with own_redis("--unixsocket", str(socket_path), "--unixsocketperm", "700"):
+        settings.ULTIMATE_JOBS = {
+            "DRIVER": "redis",
+            "REDIS_URL": f"unix://{socket_path}?db=3",
+            "REDIS_PREFIX": prefix,
+        }
+        driver = get_driver()
+        try:
+            enqueued = driver.enqueue(EnqueueRequest(name="redis.unix", input={"n": 1}))
+            (claimed,) = driver.claim(
+                ClaimOptions(
+                    queues=["default"], limit=1, worker_id="w-u", visibility_ms=30_000
+                )
+            ).claimed
+            assert claimed.id == enqueued.id
+        finally:
+            driver.close()
 
 
 def test_sentinels_without_a_service_name_are_refused_with_a_code(settings):

@@ -51,19 +51,22 @@ def redis_module() -> ModuleType:
     return redis
 
 
-def _options(module: ModuleType, *, retries: int) -> dict[str, Any]:
+def _options(module: ModuleType, *, retries: int, unix: bool) -> dict[str, Any]:
     retry = module.retry.Retry(module.backoff.NoBackoff(), retries)
-    return {
+    options = {
         "decode_responses": True,
-        "socket_keepalive": True,
         "health_check_interval": 30,
         "retry": retry,
     }
+    if not unix:  # a unix socket's connection takes no TCP keepalive
+        options["socket_keepalive"] = True
+    return options
 
 
 def _client(endpoint: Endpoint, *, retries: int, **extra: Any) -> Any:
     module = redis_module()
-    options = {**_options(module, retries=retries), **extra}
+    unix = endpoint.url.startswith("unix://")
+    options = {**_options(module, retries=retries, unix=unix), **extra}
     if not endpoint.sentinels:
         return module.Redis.from_url(endpoint.url, **options)
     from redis.connection import SSLConnection, parse_url

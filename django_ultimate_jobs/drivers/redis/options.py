@@ -10,7 +10,7 @@ failover can lose is what the docs (docs/howto/redis.md) say it is.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from ...errors import SettingsInvalid
 
@@ -46,31 +46,45 @@ def _url(key: str, value: Any) -> Any:
     ):
         raise _invalid(key, must, f'"{DEFAULT_URL}"')
     # What redis-py would refuse only at the first connection: a port that
-    # is no port, a database that is no number, a socket without a path.
-    try:
-        parts = urlsplit(value)
-        port = parts.port
-    except ValueError:
-        port = -1
-    if parts.scheme == "unix":
-        fine = bool(parts.path)
-    else:
-        db = parts.path.lstrip("/")
-        fine = (
-            bool(parts.hostname)
-            and (port is None or 0 < port < 65536)
-            and (not db or db.isdigit())
-            and "/" not in db
-        )
-    if not fine:
+    # is no port, a database that is no number, a socket without a path, a
+    # query option it cannot read.
+    if not _well_formed(value):
         raise _invalid(
             key,
-            f"{must} with a host, a port from 1 to 65535 and a database "
-            "number (redis://host:6379/0)",
+            f"{must} with a host, a port from 1 to 65535, a database number "
+            "(redis://host:6379/0) and query options redis-py reads",
             f'"{DEFAULT_URL}"',
             _masked(value),
         )
     return value
+
+
+def _well_formed(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return False
+    if parts.scheme == "unix":
+        if not parts.path:
+            return False
+    else:
+        db = parts.path.lstrip("/")
+        if not parts.hostname or (port is not None and not 0 < port < 65536):
+            return False
+        if db and not db.isdigit():
+            return False
+        if db and "db" in parse_qs(parts.query):
+            return False  # two databases named: say which, once
+    try:
+        from redis.connection import parse_url
+    except ImportError:  # no client: the driver says so when it is built
+        return True
+    try:
+        options = parse_url(url)
+    except (ValueError, TypeError):
+        return False
+    return isinstance(options.get("db", 0), int)
 
 
 def _masked(url: str) -> str:
