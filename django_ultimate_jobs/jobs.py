@@ -25,6 +25,7 @@ from .durations import (
 from .errors import (
     DurationInvalid,
     JobDeclarationInvalid,
+    JobDuplicate,
     JobInputInvalid,
     JobOptionUnknown,
     JobsError,
@@ -450,6 +451,9 @@ class BoundEnqueue:
         Raises:
             JobInputInvalid: an input was refused (``meta["index"]`` says
                 which, counting from 0); nothing was written.
+            JobDuplicate: with ``on_conflict="error"``, a live job holds an
+                item's key, or two items of the batch share one
+                (``meta["index"]`` and ``meta["first"]``); nothing was written.
         """
         if isinstance(inputs, Mapping | str | bytes) or not isinstance(
             inputs, Iterable
@@ -469,6 +473,8 @@ class BoundEnqueue:
                     fix=error.fix,
                     meta={**error.meta, "index": index},
                 ) from error.__cause__
+        if self.options.on_conflict == "error":
+            _refuse_repeated_keys(self.handle.name, requests)
         answers = submit(requests, self.options.outbox, many=True)
         if job_enqueued.receivers:
             for answer in answers:
@@ -476,6 +482,26 @@ class BoundEnqueue:
                     sender=JobHandle, job=self.handle, enqueued=answer
                 )
         return answers
+
+
+def _refuse_repeated_keys(name: str, requests: list[EnqueueRequest]) -> None:
+    """Under ``on_conflict="error"``, two items of one batch with one key:
+    the second would meet the first (a row of this very batch, never
+    committed) as its holder. Refused before anything is written."""
+    first: dict[tuple[str, str], int] = {}
+    for index, request in enumerate(requests):
+        if request.idempotency_key is None:
+            continue
+        key = (request.tenant_id or "", request.idempotency_key)
+        if key in first:
+            raise JobDuplicate(
+                f"items {first[key]} and {index} of the batch share the "
+                f"idempotency key {request.idempotency_key!r:.80}",
+                fix="give each item its own key, or enqueue with "
+                'on_conflict="dedupe" (the default) to keep one run per key',
+                meta={"job": name, "index": index, "first": first[key]},
+            )
+        first[key] = index
 
 
 def job(

@@ -545,6 +545,9 @@ def test_a_duplicate_inside_a_batch_under_on_conflict_error_writes_nothing(pg_dr
             ]
         )
     assert caught.value.code == "X_JOB_DUPLICATE"
+    # It names the two items, not a holder that was never committed.
+    assert caught.value.meta == {"job": charge.name, "index": 2, "first": 0}
+    assert "items 0 and 2 of the batch" in caught.value.cause
     assert job_count() == 0
 
 
