@@ -379,3 +379,36 @@ def test_attempt_durations_land_in_cumulative_le_buckets_with_count_and_sum():
         if sample.name == f"{PREFIX}jobs_total"
     ]
     assert total.value == 2 and total.labels["outcome"] == "done"
+
+
+def test_a_settle_that_finds_its_row_retaken_counts_lost_and_is_not_timed(pg_driver):
+    """The body ran to its end, but the row was re-taken meanwhile (a process
+    stopped past its lease): ``jobs_total{outcome="lost"}``, no duration."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from django_ultimate_jobs.metrics.collect import ProcessMetrics
+    from django_ultimate_jobs.models import Job
+    from django_ultimate_jobs.worker.config import WorkerConfig
+    from django_ultimate_jobs.worker.runner import Worker
+
+    worker = Worker(WorkerConfig(queues=("default",)), driver=pg_driver)
+    registry = CollectorRegistry()
+    metrics = ProcessMetrics(worker, registry)
+    metrics.connect()
+    job_id = noop.enqueue().id
+    claimed, _ = worker.claims.claim(worker.config.claim_batch)
+    executions = worker.slots.run_inline(claimed)
+    # Another worker re-took the lapsed lease while this one was stopped.
+    Job.objects.filter(id=job_id).update(claimed_by="another-worker")
+    worker.settler.settle(executions)
+    metrics.disconnect()
+
+    samples = {
+        (sample.name, sample.labels.get("outcome")): sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+    }
+    assert samples[(f"{PREFIX}jobs_total", "lost")] == 1
+    assert (f"{PREFIX}jobs_total", "completed") not in samples
+    assert (f"{PREFIX}attempt_duration_seconds_count", None) not in samples
+    assert samples[(f"{PREFIX}pickup_latency_seconds_count", None)] == 1

@@ -167,7 +167,7 @@ class ProcessMetrics:
         tallies = self._tallies
         tallies.jobs.inc((claimed.name, claimed.queue, written))
         duration_ms = execution.duration_ms
-        if duration_ms is not None and outcome not in _UNTIMED:
+        if duration_ms is not None and written not in _UNTIMED:
             tallies.duration.observe((claimed.name, claimed.queue), duration_ms / 1000)
 
 
