@@ -4,7 +4,10 @@ Each child is this same command re-run with ``--processes 1``; the parent
 runs no jobs. A child that dies is replaced (after a short backoff when it
 keeps dying); a child that exits on purpose (``--max-jobs-per-process``,
 too many stuck slots) is replaced at once. SIGTERM/SIGINT are forwarded so
-every child drains; a second signal kills them.
+every child drains; a second signal kills them. A child whose supervisor is
+gone (``kill -9``, an OOM kill) notices within a second and drains too
+(:func:`stop_when_orphaned`), instead of running on unsupervised and holding
+its metrics port.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import FrameType
 
-__all__ = ["Supervisor"]
+__all__ = ["PARENT_ENV", "Supervisor", "stop_when_orphaned"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
@@ -27,6 +31,9 @@ CRASH_LOOP_LIMIT = 5
 CRASH_LOOP_LIFETIME_S = 10.0
 EXIT_RECYCLE = 3
 """Exit code of a child that stopped on purpose and wants a replacement."""
+PARENT_ENV = "ULTIMATE_JOBS_SUPERVISOR"
+"""The supervisor's pid, in each child's environment."""
+ORPHAN_CHECK_S = 1.0
 
 
 class Supervisor:
@@ -91,7 +98,11 @@ class Supervisor:
         return 0
 
     def _start(self, slot: int) -> None:
-        env = {**os.environ, "ULTIMATE_JOBS_CHILD": str(slot)}
+        env = {
+            **os.environ,
+            "ULTIMATE_JOBS_CHILD": str(slot),
+            PARENT_ENV: str(os.getpid()),
+        }
         child = subprocess.Popen(self.child_argv, env=env)
         self.started_at[slot] = time.monotonic()
         self.children[slot] = child
@@ -122,3 +133,34 @@ class Supervisor:
                 child.send_signal(forward)
             except ProcessLookupError:
                 pass
+
+
+def stop_when_orphaned(
+    stop: Callable[[str], None], parent: int | None = None
+) -> threading.Thread | None:
+    """In a supervised child: call ``stop("orphaned")`` once the supervisor
+    (``parent``, else the pid in :data:`PARENT_ENV`) is no longer this
+    process's parent. Checked every second by a daemon thread, answered;
+    ``None`` outside a supervised child."""
+    if parent is None:
+        given = os.environ.get(PARENT_ENV, "")
+        if not given.isdigit():
+            return None
+        parent = int(given)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_CHECK_S)
+        logger.warning(
+            "jobs.supervisor.orphaned",
+            extra={
+                "supervisor": parent,
+                "fix": "nothing to do: this child drains and exits; start runjobs "
+                "again (a process manager restarts it)",
+            },
+        )
+        stop("orphaned")
+
+    thread = threading.Thread(target=watch, name="orphan-watch", daemon=True)
+    thread.start()
+    return thread

@@ -305,6 +305,35 @@ def test_supervisor_replaces_a_killed_child_and_stops_all_on_sigterm(fleet):
     assert not [p for p in survivors if psutil.pid_exists(p)], fleet.logs()
 
 
+def test_children_drain_and_exit_when_their_supervisor_is_killed(fleet):
+    """``kill -9`` of the supervisor: its children notice, finish the job they
+    hold (drain) and exit, instead of running on unsupervised."""
+    supervisor = fleet.start(
+        "--processes", "2", "--concurrency", "2", name="supervisor", manage_py=True
+    )
+
+    def two_children():
+        children = supervisor.children()
+        return children if len(children) == 2 else None
+
+    children = wait_until(two_children, PICKUP_S, message=fleet.logs)
+    held = slow.enqueue(seconds=2).id
+    wait_until(lambda: state_of(held) == "running", PICKUP_S, message=fleet.logs)
+
+    supervisor.kill()
+
+    wait_until(
+        lambda: not [p for p in children if psutil.pid_exists(p)],
+        PICKUP_S,
+        message=fleet.logs,
+    )
+    assert state_of(held) == "done"  # drained, not abandoned
+    assert job_row(held).claims == 1
+    assert supervisor.output().count("jobs.supervisor.orphaned") == 2, fleet.logs()
+    later = effect.enqueue().id
+    assert state_of(later) == "ready"  # nobody claims any more
+
+
 def test_supervised_children_recycle_after_max_jobs(fleet):
     total, max_jobs = 30, 5
     jobs = [e.id for e in effect.enqueue_many([{}] * total)]

@@ -31,7 +31,7 @@ from ...worker.config import WorkerConfig
 from ...worker.heap import settle_heap
 from ...worker.runner import Worker, new_worker_id
 from ...worker.scheduler import Scheduler, SchedulerThread
-from ...worker.supervisor import EXIT_RECYCLE, Supervisor
+from ...worker.supervisor import EXIT_RECYCLE, Supervisor, stop_when_orphaned
 
 if TYPE_CHECKING:
     from ...metrics.server import MetricsServer
@@ -163,6 +163,8 @@ class Command(BaseCommand):
         # (repeated at most once a minute), whatever the logging setup.
         worker.outage.on_unreachable(self._say)
         _install_signals(worker)
+        # A child of --processes drains when its supervisor is gone.
+        stop_when_orphaned(lambda reason: worker.request_stop(reason=reason))
         # The store answers (and holds the tables) before the listener and
         # the relay start: a worker that cannot serve says so once and ends.
         if not worker.reach():
