@@ -26,7 +26,7 @@ from django.core.management.base import CommandError
 
 from .. import operator
 from ..states import LIVE_STATES
-from ..terminal import printable
+from ..terminal import counted, printable
 
 if TYPE_CHECKING:
     from ..drivers.base import Enqueued
@@ -83,7 +83,7 @@ class Progress:
         if self.tty:
             self.out.write("")
         self.out.write(
-            f"{self.name}: {row.state}, {row.rows_done:,} rows in "
+            f"{self.name}: {row.state}, {counted(row.rows_done, 'row', grouped=True)} in "
             f"{pages(row.pages_done, self.unit)}"
         )
 
@@ -222,8 +222,8 @@ def follow(
         raise CommandError(f"{what} failed: {printable(row.error)}")
     if row.state == "paused":
         raise CommandError(
-            f"{what} was paused before it was done ({row.rows_done:,} rows "
-            f"handled); {resume}"
+            f"{what} was paused before it was done "
+            f"({counted(row.rows_done, 'row', grouped=True)} handled); {resume}"
         )
     return row
 

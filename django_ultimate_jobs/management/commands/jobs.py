@@ -19,7 +19,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from ... import operator
 from ...errors import JobsError
 from ...outbox import operator as outbox_operator
-from ...terminal import printable, printable_json, printable_tree
+from ...terminal import counted, printable, printable_json, printable_tree
 
 
 class Command(BaseCommand):
@@ -174,7 +174,7 @@ class Command(BaseCommand):
             if len(answer) == options["limit"]:
                 # On stderr too with --json, which keeps stdout a plain list.
                 (self.stderr if options["json"] else self.stdout).write(
-                    f"(the first {options['limit']} rows by key: more may be "
+                    f"(the first {counted(options['limit'], 'row')} by key: more may be "
                     "stored; narrow them with --prefix)"
                 )
 

@@ -265,7 +265,8 @@ def _dry_run(name: str) -> str:
     spec = get_backfill(name)
     text = (
         # "Up to": a failed or paused pass resumes after its cursor.
-        f"{printable(name)} ({plan.state}): would handle up to {plan.rows:,} rows in "
+        f"{printable(name)} ({plan.state}): would handle up to "
+        f"{counted(plan.rows, 'row', grouped=True)} in "
         f"{pages(plan.pages)} of {spec.batch:,} at {spec.rate:g} pages/s "
         f"(at least {duration(plan.seconds)})"
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...search.reindex import get_reindex, registered_reindexes
+from ...terminal import counted
 from ..pass_command import PassCommand, Queued, describe
 from ..progress import duration, pages
 
@@ -48,7 +49,8 @@ class Command(PassCommand):
         handle = get_reindex(options["name"])
         plan = handle.plan()
         return (
-            f"{plan.name} ({plan.state}): would index {plan.rows:,} rows in "
+            f"{plan.name} ({plan.state}): would index "
+            f"{counted(plan.rows, 'row', grouped=True)} in "
             f"{pages(plan.pages)} of {handle.batch:,} at {handle.rate:g} pages/s "
             f"(at least {duration(plan.seconds)}), then sweep the documents of "
             "rows that are gone"
