@@ -534,6 +534,8 @@ def test_retry_from_a_step_the_run_never_recorded_is_refused_before_confirming(
         "admin:ultimate_jobs_job_change", args=[job_id]
     )
     assert pg_driver.get(job_id).state == "dead"
+    long = admin_client.get(url, {"from_step": "x" * 5000}, follow=True).text
+    assert "X_STEP_NOT_FOUND" in long and "x" * 100 not in long
     assert (
         "Yes, retry from step charge"
         in admin_client.get(url, {"from_step": "charge"}).text

@@ -196,7 +196,7 @@ def operate_view(
             # about a step the run never recorded would refuse after the press.
             listed = ", ".join(map(repr, steps)) if steps else "none"
             refusal = StepNotFound(
-                f"the job has no step named {from_step!r}; its steps: {listed}",
+                f"the job has no step named {from_step!r:.80}; its steps: {listed}",
                 meta={"id": str(job["id"]), "step": from_step, "steps": steps},
             )
             _report(request, verb, 0, [f"Job {job['id']}: {refusal.render()}"])
