@@ -220,3 +220,26 @@ def test_pausing_a_bad_queue_name_gives_a_queue_name_fix(pg_driver):
         "(fix: pass a queue name: a non-empty string of at most 200 printable "
         "characters, without surrounding spaces)"
     )
+
+
+def test_show_of_a_job_that_succeeded_after_a_failure_calls_its_error_earlier(
+    pg_driver,
+):
+    """The error a retried attempt left is history once the job is done."""
+    from django_ultimate_jobs.models import Job
+
+    enqueued = noop.enqueue(n=1)
+    finish(pg_driver, enqueued.id)
+    Job.objects.filter(id=enqueued.id).update(last_error="X_BOOM: the first try")
+
+    shown = jobs("show", str(enqueued.id))
+
+    assert "an earlier error: X_BOOM: the first try" in shown
+    assert "last error" not in shown
+
+
+def test_tasks_says_never_for_a_task_that_never_ran(pg_driver):
+    """No ``last=None``: a task with no occurrence yet has run never."""
+    listed = jobs("tasks")
+    assert "last=None" not in listed
+    assert "last=never" in listed

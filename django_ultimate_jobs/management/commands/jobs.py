@@ -280,7 +280,9 @@ def _human_job(verb: str, safe: dict[str, Any], answer: dict[str, Any]) -> str:
         f"{safe['max_attempts']} run_at={safe['run_at']}"
     )
     if safe.get("last_error"):
-        lines.append(f"  last error: {safe['last_error']}")
+        # A job that later succeeded keeps its old error as history.
+        label = "an earlier error" if safe["state"] == "done" else "last error"
+        lines.append(f"  {label}: {safe['last_error']}")
     if verb == "show":
         if safe.get("retry_delays_ms"):
             lines.append(f"  retries left, ms: {safe['retry_delays_ms']}")
@@ -299,7 +301,8 @@ def _human_tasks(answer: list[dict[str, Any]]) -> str:
     return (
         "\n".join(
             f"{t['name']} cron={t['cron']!r} tz={t['tz']} next={t['next_run']} "
-            f"last={t['last_occurrence']}{' PAUSED' if t['paused'] else ''}"
+            f"last={t['last_occurrence'] or 'never'}"
+            f"{' PAUSED' if t['paused'] else ''}"
             f"{'' if t['declared'] else ' (no longer declared)'}"
             for t in answer
         )
