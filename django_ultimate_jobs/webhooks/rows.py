@@ -212,7 +212,7 @@ def read_delivery(delivery_id: int) -> DeliveryRow | None:
     row = found[0]
     headers = row[_AT["e.headers"]]
     if isinstance(headers, str):  # Django loads jsonb as text
-        headers = json.loads(headers)
+        headers = None if headers == "{}" else json.loads(headers)
     endpoint = EndpointRow(
         pk=row[_AT["e.id"]],
         url=row[_AT["e.url"]],
