@@ -127,6 +127,8 @@ class _Watchdog:
 
 
 _WATCHDOG = _Watchdog()
+_FIRED, _FINISHED = 0, 1
+"""A request's flags: its abort shut the socket; it ended (an abort is late)."""
 
 
 def _shutdown(sock: Any) -> None:
@@ -211,8 +213,9 @@ class PinnedClient:
         if conn is not None and not conn.is_connected:
             conn.close()
             conn = None
-        fired = threading.Event()
-        finished = threading.Event()
+        # [fired, finished]: set under ``guard`` (two Events cost more than
+        # the watchdog they guard, per request).
+        flags = [False, False]
         guard = threading.Lock()
         token = None
         try:
@@ -228,9 +231,9 @@ class PinnedClient:
                 # request ended) must not cut a kept connection now serving
                 # another request.
                 with guard:
-                    if finished.is_set():
+                    if flags[_FINISHED]:
                         return
-                    fired.set()
+                    flags[_FIRED] = True
                 _shutdown(sock)
 
             token = _WATCHDOG.arm(deadline, abort)
@@ -258,13 +261,13 @@ class PinnedClient:
             if conn is not None:
                 conn.close()
             elapsed = int((time.monotonic() - started) * 1000)
-            raise _failure(error, fired.is_set(), elapsed) from None
+            raise _failure(error, flags[_FIRED], elapsed) from None
         finally:
             with guard:
-                finished.set()
+                flags[_FINISHED] = True
             if token is not None:
                 _WATCHDOG.disarm(token)
-        if keep and not fired.is_set():
+        if keep and not flags[_FIRED]:
             pool[key] = conn
             while len(pool) > MAX_IDLE_CONNECTIONS:
                 pool.popitem(last=False)[1].close()
