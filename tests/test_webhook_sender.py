@@ -20,7 +20,8 @@ from datetime import timedelta
 import pytest
 import trustme
 from django.contrib.admin.models import LogEntry
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
 from django_ultimate_jobs.models import Job
@@ -29,6 +30,7 @@ from django_ultimate_jobs.webhooks import create_endpoint, deliver, rotate_secre
 from django_ultimate_jobs.webhooks.delivery import retry_after_seconds
 from django_ultimate_jobs.webhooks.models import WebhookDelivery, WebhookEndpoint
 from tests.support.webhook_server import HookServer, Reply
+from tests.support.webhooks import LOOPBACK
 from tests.support.workers import REPO_ROOT
 
 pytestmark = pytest.mark.postgres
@@ -460,3 +462,75 @@ def test_endpoint_headers_that_are_not_valid_http_fields_are_refused(
         "https://example.com/hook", headers={"X-Tenant_ID.v2": "a b\tc"}
     )
     assert endpoint.headers == {"X-Tenant_ID.v2": "a b\tc"}
+
+
+def test_the_request_on_the_wire_is_the_senders_headers_in_order_then_the_body(
+    hooks, server
+):
+    create_endpoint(server.url(), topics=["*"], headers={"X-Tenant": "acme"})
+    deliver("t", '{"a": 1}')
+    run_jobs()
+    (request,) = server.received
+    assert list(request.headers) == [
+        "accept-encoding",
+        "x-tenant",
+        "content-type",
+        "webhook-id",
+        "webhook-timestamp",
+        "webhook-signature",
+        "host",
+        "user-agent",
+        "content-length",
+    ]
+    assert request.headers["accept-encoding"] == "identity"
+    assert request.headers["x-tenant"] == "acme"
+    assert request.headers["user-agent"] == "django-ultimate-jobs-webhooks"
+    assert request.headers["content-length"] == "8"
+    assert request.body == b'{"a": 1}'
+
+
+def test_an_answer_that_closes_its_connection_is_not_kept(hooks, server):
+    create_endpoint(server.url(), topics=["*"])
+    server.script(Reply(200, headers={"Connection": "close"}), Reply(200))
+    first = deliver("t", "{}")
+    run_jobs()
+    second = deliver("t", "{}")
+    run_jobs()
+    assert [_row(d).state for d in first + second] == ["delivered", "delivered"]
+    assert len(server.received) == 2
+
+
+def _prepared(table):
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT statement FROM pg_prepared_statements WHERE statement LIKE %s",
+            [f"%{table}%"],
+        )
+        return [statement for (statement,) in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("prepare", [True, False])
+def test_the_senders_statements_are_prepared_unless_prepare_is_off(
+    hooks, server, settings, prepare
+):
+    settings.ULTIMATE_JOBS = {**LOOPBACK, "PREPARE": prepare}
+    with connection.cursor() as cursor:
+        cursor.execute("DEALLOCATE ALL")  # psycopg forgets its own too
+    create_endpoint(server.url(), topics=["*"])
+    server.script(Reply(500), Reply(200))
+    (delivery,) = deliver("t", "{}")
+    run_jobs()
+    Job.objects.filter(id=_row(delivery).job_id).update(run_at=timezone.now())
+    run_jobs()
+    row = _row(delivery)
+    assert (row.state, row.attempts, row.last_status) == ("delivered", 2, 200)
+    endpoint = WebhookEndpoint.objects.get()
+    assert endpoint.consecutive_failures == 0 and endpoint.last_success_at
+    statements = _prepared("ultimate_jobs_webhook_")
+    if prepare:
+        # The read, and the record of a failure and of a success (each with
+        # the endpoint's streak, in one statement).
+        assert len(statements) == 3, statements
+        assert sum("consecutive_failures + 1" in s for s in statements) == 1
+    else:
+        assert statements == []

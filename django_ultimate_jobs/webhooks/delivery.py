@@ -13,6 +13,7 @@ would POST again).
 from __future__ import annotations
 
 import email.utils
+import functools
 import logging
 import ssl
 import time
@@ -153,7 +154,7 @@ class Sender:
                     f"endpoint {endpoint.pk} is disabled",
                     meta={"endpoint_id": endpoint.pk},
                 )
-            target = parse_url(endpoint.url, allow_http=_allow_http())
+            target = _parsed(endpoint.url, _allow_http())
         except (WebhookEndpointDisabled, WebhookEndpointInvalid) as refusal:
             self._record(ctx, delivery, _Outcome(False, None, 0, refusal), count=False)
             raise
@@ -321,6 +322,14 @@ class Sender:
             model = WebhookEndpoint.objects.filter(pk=endpoint.pk).first()
             if model is not None:
                 log_disabled(model, reason)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(url: str, allow_http: bool) -> Target:
+    """:func:`parse_url`, kept per URL: a Target is immutable and a function
+    of the text alone (no resolving), so an endpoint's URL is parsed once
+    per worker, not per attempt (a refused URL raises, and is not kept)."""
+    return parse_url(url, allow_http=allow_http)
 
 
 def _streak_clear(endpoint: EndpointRow, now: datetime) -> bool:
