@@ -312,15 +312,13 @@ def _exchange(
     break the framing. ``Host`` is the caller's (the connection's host is
     the vetted address).
     """
-    # http.client's own methods, not urllib3's overrides: those only add
-    # urllib3's SKIP_HEADER sentinel (never sent here) and a method check
-    # ("POST" is ours).
-    base = http.client.HTTPConnection
-    base.putrequest(conn, "POST", path, skip_host=True)
+    conn.putrequest("POST", path, skip_host=True)
     for name, value in headers.items():
-        base.putheader(conn, name, value)
-    base.endheaders(conn, body)
-    return base.getresponse(conn)
+        conn.putheader(name, value)
+    conn.endheaders(body)
+    # http.client's response, not urllib3's wrapper around it (its
+    # getresponse() override): the wrapper is the part that costs.
+    return http.client.HTTPConnection.getresponse(conn)
 
 
 def _failure(error: BaseException, timed_out: bool, elapsed_ms: int) -> RequestFailed:
