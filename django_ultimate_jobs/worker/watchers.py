@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..drivers.base import ClaimedJob
@@ -54,20 +54,16 @@ class AttemptWatchers:
 
     def started(self, claimed: ClaimedJob) -> None:
         """An attempt's body is about to run (in its slot thread)."""
-        for watcher in self.on_started:
-            try:
-                watcher(claimed)
-            except Exception:
-                logger.exception(
-                    "jobs.watcher.failed", extra={"watcher": repr(watcher)}
-                )
+        _tell(self.on_started, claimed)
 
     def finished(self, execution: Execution) -> None:
         """An attempt's settle was written, or given up (in the settle thread)."""
-        for watcher in self.on_finished:
-            try:
-                watcher(execution)
-            except Exception:
-                logger.exception(
-                    "jobs.watcher.failed", extra={"watcher": repr(watcher)}
-                )
+        _tell(self.on_finished, execution)
+
+
+def _tell(watchers: tuple[Callable[[Any], None], ...], value: Any) -> None:
+    for watcher in watchers:
+        try:
+            watcher(value)
+        except Exception:
+            logger.exception("jobs.watcher.failed", extra={"watcher": repr(watcher)})

@@ -268,14 +268,19 @@ def test_supervisor_started_with_python_m_django_runs_jobs(fleet):
     assert supervisor.wait_exit(timeout=30) == 0, supervisor.tail()
 
 
+def _two_children(supervisor):
+    """The supervisor's two live children's pids, or None while not two."""
+    children = supervisor.children()
+    return children if len(children) == 2 else None
+
+
 def test_supervisor_replaces_a_killed_child_and_stops_all_on_sigterm(fleet):
     supervisor = fleet.start(
         "--processes", "2", "--concurrency", "2", name="supervisor", manage_py=True
     )
 
     def two_children():
-        children = supervisor.children()
-        return children if len(children) == 2 else None
+        return _two_children(supervisor)
 
     children = wait_until(two_children, PICKUP_S, message=fleet.logs)
     victim = children[0]
@@ -313,8 +318,7 @@ def test_children_drain_and_exit_when_their_supervisor_is_killed(fleet):
     )
 
     def two_children():
-        children = supervisor.children()
-        return children if len(children) == 2 else None
+        return _two_children(supervisor)
 
     children = wait_until(two_children, PICKUP_S, message=fleet.logs)
     held = slow.enqueue(seconds=2).id
