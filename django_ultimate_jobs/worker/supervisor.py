@@ -8,6 +8,12 @@ every child drains; a second signal kills them. A child whose supervisor is
 gone (``kill -9``, an OOM kill) notices within a second and drains too
 (:func:`stop_when_orphaned`), instead of running on unsupervised and holding
 its metrics port.
+
+With ``--burst`` each child exits 0 once its burst is over; such a child is
+not replaced, and the supervisor returns when every child has ended: 0 when
+none died, 1 when one did. A burst child that dies is still replaced (the
+jobs it did not reach are still due), but there every death counts towards
+the crash loop, however long the child lived: a burst must end.
 """
 
 from __future__ import annotations
@@ -37,22 +43,37 @@ ORPHAN_CHECK_S = 1.0
 
 
 class Supervisor:
-    """Keep ``processes`` children of ``child_argv`` alive until told to stop."""
+    """Keep ``processes`` children of ``child_argv`` alive until told to stop.
+
+    ``burst``: the children run ``--burst``; one that exits 0 has finished
+    and is not replaced, so :meth:`run` returns once all have finished.
+    """
 
     def __init__(
-        self, child_argv: Sequence[str], processes: int, grace_s: float
+        self,
+        child_argv: Sequence[str],
+        processes: int,
+        grace_s: float,
+        *,
+        burst: bool = False,
     ) -> None:
         self.child_argv = list(child_argv)
         self.processes = processes
         self.grace_s = grace_s
+        self.burst = burst
         self.children: dict[int, subprocess.Popen[bytes]] = {}
         self.started_at: dict[int, float] = {}
         self._stopping = False
         self._signals = 0
         self._failures = 0
+        self._died = False
 
     def run(self) -> int:
-        """Start the children and keep them alive; returns when they all ended."""
+        """Start the children and keep them alive; returns when they all ended.
+
+        Answers the command's exit status: 1 after a crash loop, or (with
+        ``burst``) when a child died during the run; else 0.
+        """
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         for slot in range(self.processes):
@@ -65,13 +86,24 @@ class Supervisor:
                 del self.children[slot]
                 if self._stopping:
                     continue
+                if self.burst and code == 0:
+                    # Its claim found nothing due and it held nothing: done.
+                    logger.info(
+                        "jobs.supervisor.child-finished",
+                        extra={"pid": child.pid, "slot": slot},
+                    )
+                    continue
                 if code == EXIT_RECYCLE:
                     logger.info("jobs.supervisor.recycled", extra={"pid": child.pid})
                     self._failures = 0
                 else:
                     lived = time.monotonic() - self.started_at.get(slot, 0.0)
-                    quick = lived < CRASH_LOOP_LIFETIME_S
-                    self._failures = self._failures + 1 if quick else 1
+                    # In a burst every death counts: a child that waited out
+                    # BURST_CONNECT_WAIT on a database that is down would
+                    # otherwise be replaced forever, 30 s at a time.
+                    counts = self.burst or lived < CRASH_LOOP_LIFETIME_S
+                    self._failures = self._failures + 1 if counts else 1
+                    self._died = True
                     logger.error(
                         "jobs.supervisor.child-died",
                         extra={
@@ -95,7 +127,9 @@ class Supervisor:
                 if not self._stopping:
                     self._start(slot)
             time.sleep(0.1)
-        return 0
+        # A burst whose child died may have left that child's jobs running
+        # until their leases lapse: the run did not finish what was due.
+        return 1 if self.burst and self._died else 0
 
     def _start(self, slot: int) -> None:
         env = {

@@ -19,7 +19,7 @@ import pytest
 
 from django_ultimate_jobs.faults import AFTER_CLAIM_COMMIT
 from django_ultimate_jobs.worker.lifecycle import DRAIN_CANCEL_MARGIN_S
-from tests.jobsapp.jobs import effect, hang, hang_two, slow
+from tests.jobsapp.jobs import effect, hang, hang_two, poison, slow
 from tests.jobsapp.models import Effect
 from tests.support.history import EffectRow, lease_overlaps
 from tests.support.rows import db_now, effects_of, job_row, state_of
@@ -363,6 +363,40 @@ def test_supervised_children_recycle_after_max_jobs(fleet):
     assert max(per_worker.values()) <= max_jobs + held_max, per_worker
     assert len(per_worker) >= -(-total // (max_jobs + held_max)), per_worker
     assert "jobs.supervisor.recycled" in fleet.processes[0].output()
+
+
+def test_supervised_burst_exits_zero_once_every_child_finished(fleet):
+    """``--processes 2 --burst``: a child that exits 0 has finished its burst.
+
+    It is not replaced (a restart was a "death", and five of them a crash
+    loop, exit 1); the supervisor exits 0 once both children have.
+    """
+    jobs = [e.id for e in effect.enqueue_many([{}] * 20)]
+    supervisor = fleet.start(
+        "--processes", "2", "--concurrency", "2", "--burst", name="supervisor"
+    )
+    assert supervisor.wait_exit(timeout=60) == 0, supervisor.tail()
+
+    assert [state_of(j) for j in jobs] == ["done"] * 20
+    log = supervisor.output()
+    assert "child-died" not in log and "crash-loop" not in log, supervisor.tail()
+    assert log.count("jobs.supervisor.started-child") == 2, supervisor.tail()
+    assert log.count("jobs.supervisor.child-finished") == 2, supervisor.tail()
+
+
+def test_supervised_burst_whose_child_died_exits_one(fleet):
+    """A burst child killed by its job (``tests.poison``) is reported: its
+    death is logged, it is replaced, and the burst run exits 1."""
+    bad = poison.enqueue().id
+    supervisor = fleet.start("--processes", "2", "--burst", name="supervisor")
+    assert supervisor.wait_exit(timeout=60) == 1, supervisor.tail()
+
+    log = supervisor.output()
+    assert "jobs.supervisor.child-died" in log, supervisor.tail()
+    assert "code=137" in log, supervisor.tail()
+    # Three attempts at most: the deaths stay under the crash-loop limit.
+    assert "crash-loop" not in log, supervisor.tail()
+    assert job_row(bad).claims >= 1
 
 
 def test_burst_exits_zero_after_finishing_what_was_due(fleet):

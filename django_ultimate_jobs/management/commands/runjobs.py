@@ -66,7 +66,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--burst",
             action="store_true",
-            help="exit when nothing is due and nothing runs",
+            help="exit when nothing is due and nothing runs "
+            "(with --processes N, once every child has)",
         )
         parser.add_argument(
             "--max-jobs-per-process", type=int, help="recycle a process after N jobs"
@@ -144,7 +145,8 @@ class Command(BaseCommand):
             # The relay role too; children still publish their own commits.
             child = [*argv, "--processes", "1", "--no-scheduler", "--no-relay"]
             with _scheduler(options), _relay(options, None):
-                code = Supervisor(child, processes, grace).run()
+                burst = options["burst"]
+                code = Supervisor(child, processes, grace, burst=burst).run()
             sys.exit(code)
         worker = Worker(config)
         # This process is a worker: its boot heap is frozen for the collector
