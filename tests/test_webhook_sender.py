@@ -28,7 +28,13 @@ from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.webhooks import create_endpoint, deliver, rotate_secret
 from django_ultimate_jobs.webhooks.delivery import retry_after_seconds
+from django_ultimate_jobs.webhooks.errors import (
+    WebhookDeclarationInvalid,
+    WebhookEndpointInvalid,
+    WebhookEventInvalid,
+)
 from django_ultimate_jobs.webhooks.models import WebhookDelivery, WebhookEndpoint
+from django_ultimate_jobs.webhooks.signing import new_secret
 from tests.support.webhook_server import HookServer, Reply
 from tests.support.webhooks import LOOPBACK
 from tests.support.workers import REPO_ROOT
@@ -379,7 +385,16 @@ def test_refused_addresses_never_reach_a_socket(hooks, declare_webhook, url):
     }
     guarded = declare_webhook("guarded", resolve=lambda host, port: names[host])
     guarded.sender._client = NoSocketClient()
-    create_endpoint(url, topics=["*"])
+    if "example.test" in url:
+        create_endpoint(url, topics=["*"])  # a name is judged at each send
+    else:
+        # An address in the URL is refused when the endpoint is made; one
+        # saved before the allow-list narrowed is still refused at the send.
+        with pytest.raises(WebhookEndpointInvalid) as caught:
+            create_endpoint(url, topics=["*"])
+        assert caught.value.meta["address_class"]
+        assert not WebhookEndpoint.objects.exists()
+        WebhookEndpoint.objects.create(url=url, topics=["*"], secret=new_secret())
     (delivery,) = guarded.deliver("t", "{}")
     run_jobs()
     assert guarded.sender._client.calls == []
@@ -534,3 +549,100 @@ def test_the_senders_statements_are_prepared_unless_prepare_is_off(
         assert sum("consecutive_failures + 1" in s for s in statements) == 1
     else:
         assert statements == []
+
+
+# -- bad input, refused with a code before anything is written ----------------------
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1/",
+        "https://[::1]/",
+        "https://2130706433/",
+        "https://10.0.0.1/",
+    ],
+)
+def test_an_address_in_the_url_is_judged_when_the_endpoint_is_made(
+    settings, pg_driver, declare_webhook, url
+):
+    settings.ULTIMATE_JOBS = {"QUEUES": ["default"]}
+    with pytest.raises(WebhookEndpointInvalid) as caught:
+        create_endpoint(url, topics=["*"])
+    assert caught.value.code == "X_WEBHOOK_ENDPOINT_INVALID"
+    assert "non-public address" in caught.value.cause
+    assert not WebhookEndpoint.objects.exists()
+    # A network a declaration may reach is allowed for its endpoints.
+    declare_webhook("internal", allow_networks=["127.0.0.0/8", "::1/128", "10.0.0.0/8"])
+    endpoint, _ = create_endpoint(url, topics=["*"])
+    assert endpoint.pk
+
+
+def test_allow_networks_takes_strings_as_the_setting_does(
+    hooks, server, declare_webhook, settings
+):
+    settings.ULTIMATE_JOBS = {**LOOPBACK, "WEBHOOK_ALLOW_NETWORKS": []}
+    with pytest.raises(WebhookEndpointInvalid):
+        create_endpoint(server.url(), topics=["*"])
+    internal = declare_webhook("internal.strings", allow_networks=["127.0.0.0/8"])
+    create_endpoint(server.url(), topics=["*"])
+    (delivery,) = internal.deliver("t", "{}")
+    run_jobs()
+    assert _row(delivery).state == "delivered"
+
+
+@pytest.mark.parametrize(
+    "networks", ["127.0.0.0/8", ["10.0.0.1/8"], ["not a network"], [42], {"a": 1}]
+)
+def test_bad_allow_networks_are_refused_when_declared(
+    pg_driver, declare_webhook, networks
+):
+    with pytest.raises(WebhookDeclarationInvalid) as caught:
+        declare_webhook("bad.networks", allow_networks=networks)
+    assert caught.value.code == "X_WEBHOOK_DECLARATION_INVALID"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"topics": []}, "topics is empty"),
+        ({"topics": ["invoice.*"]}, 'holds a "*"'),
+        ({"topics": 5}, "topics is a list"),
+        ({"headers": [("X-A", "1")]}, "headers are a dict"),
+    ],
+)
+def test_bad_topics_and_headers_are_refused_with_their_own_fix(
+    settings, pg_driver, arguments, expected
+):
+    settings.ULTIMATE_JOBS = {"QUEUES": ["default"]}
+    with pytest.raises(WebhookEndpointInvalid) as caught:
+        create_endpoint("https://example.com/hook", **{"topics": ["a"], **arguments})
+    assert expected in caught.value.cause
+    assert "topics" in caught.value.fix and "https://" not in caught.value.fix
+    assert not WebhookEndpoint.objects.exists()
+
+
+def test_rotating_something_that_is_not_a_saved_endpoint_is_refused(hooks, server):
+    for given in (None, 99999, WebhookEndpoint(url=server.url(), topics=["*"])):
+        with pytest.raises(WebhookEndpointInvalid):
+            rotate_secret(given)
+    endpoint, _ = create_endpoint(server.url(), topics=["*"])
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).delete()
+    with pytest.raises(WebhookEndpointInvalid) as caught:
+        rotate_secret(endpoint)
+    assert "no longer exists" in caught.value.cause
+
+
+def test_deliver_refuses_bad_endpoints_and_bodies_nested_too_deep(hooks, server):
+    endpoint, _ = create_endpoint(server.url(), topics=["*"])
+    deep: list = []
+    for _ in range(100_000):
+        deep = [deep]
+    for arguments in ({"endpoints": ["x"]}, {"endpoints": 5}, {"endpoints": "1"}):
+        with pytest.raises(WebhookEventInvalid):
+            deliver("t", "{}", **arguments)
+    with pytest.raises(WebhookEventInvalid):
+        deliver("t", deep)
+    assert not WebhookDelivery.objects.exists()
+    assert deliver("t", "{}", endpoints=[99999]) == []
+    assert len(deliver("t", "{}", endpoints=[endpoint])) == 1

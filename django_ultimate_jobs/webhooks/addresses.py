@@ -310,8 +310,8 @@ def vet(
             address.version == net.version and address in net for net in allowed
         ):
             raise WebhookEndpointInvalid(
-                f"the endpoint resolves to a {kind} address, which webhooks never "
-                "reach",
+                f"the endpoint resolves to a non-public address ({kind}), which "
+                "webhooks never reach",
                 meta={"url": display_url(url), "address_class": kind},
             )
     return answers

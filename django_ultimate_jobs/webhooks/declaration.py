@@ -9,6 +9,7 @@ sends nothing, a commit sends every one.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import ssl
 import uuid
@@ -87,14 +88,15 @@ class WebhookHandle:
                 value (sent as ``json.dumps(body)``); at most 1 MiB.
             id: the ``webhook-id`` (default ``msg_`` + a random id). An id
                 already delivered to an endpoint is not delivered again.
-            endpoints: only these endpoints (ids or rows), still filtered by
-                topic and enabled.
+            endpoints: only these endpoints (rows or ids), still filtered by
+                topic and enabled (an id no endpoint has is skipped).
 
         Returns:
             The deliveries written (none when no endpoint subscribes).
 
         Raises:
-            WebhookEventInvalid: a bad topic, id or body; nothing written.
+            WebhookEventInvalid: a bad topic, id, body (or one nested too
+                deep to encode) or ``endpoints``; nothing written.
         """
         text = _body_text(body)
         _check_field(topic, "topic")
@@ -106,7 +108,7 @@ class WebhookHandle:
             Q(topics__contains=[topic]) | Q(topics__contains=[ALL_TOPICS])
         )
         if endpoints is not None:
-            rows = rows.filter(pk__in=[getattr(e, "pk", e) for e in endpoints])
+            rows = rows.filter(pk__in=_endpoint_ids(endpoints))
         return self._write(rows.values_list("pk", flat=True), topic, msg_id, text)
 
     def _write(
@@ -156,6 +158,64 @@ class WebhookHandle:
         return row
 
 
+def _networks(name: str, given: Any) -> tuple[IPNetwork, ...]:
+    """``allow_networks`` as networks: strings as ``WEBHOOK_ALLOW_NETWORKS``
+    takes them, or :mod:`ipaddress` networks."""
+    if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+        raise WebhookDeclarationInvalid(
+            f"webhook {name!r}: allow_networks is a list of networks such as "
+            '["10.0.0.0/8"], not {type(given).__name__}'
+        )
+    networks: list[IPNetwork] = []
+    for index, entry in enumerate(given):
+        if isinstance(entry, ipaddress.IPv4Network | ipaddress.IPv6Network):
+            networks.append(entry)
+            continue
+        try:
+            if not isinstance(entry, str):
+                raise TypeError
+            networks.append(ipaddress.ip_network(entry))
+        except (TypeError, ValueError):
+            raise WebhookDeclarationInvalid(
+                f"webhook {name!r}: allow_networks[{index}] is not a network, "
+                f"got {entry!r:.80}",
+                fix='write networks as "127.0.0.0/8", "10.1.2.0/24" or '
+                '"::1/128" (host bits zero)',
+            ) from None
+    return tuple(networks)
+
+
+def declared_allow_networks() -> tuple[IPNetwork, ...]:
+    """Every network a declared webhook may reach beyond the setting's."""
+    return tuple(
+        network
+        for handle in _HANDLES.values()
+        for network in (handle.sender.allow_networks or ())
+    )
+
+
+def _endpoint_ids(endpoints: Any) -> list[int]:
+    from .models import WebhookEndpoint
+
+    if isinstance(endpoints, str | bytes) or not isinstance(endpoints, Iterable):
+        raise WebhookEventInvalid(
+            "deliver(): endpoints is a list of endpoints or their ids, not "
+            f"{type(endpoints).__name__}",
+            meta={"field": "endpoints"},
+        )
+    ids = []
+    for entry in endpoints:
+        pk = entry.pk if isinstance(entry, WebhookEndpoint) else entry
+        if isinstance(pk, bool) or not isinstance(pk, int):
+            raise WebhookEventInvalid(
+                "deliver(): endpoints holds something that is not a saved "
+                f"endpoint or its id: {entry!r:.80}",
+                meta={"field": "endpoints"},
+            )
+        ids.append(pk)
+    return ids
+
+
 def _check_field(value: Any, what: str) -> None:
     problem = canonical_problem(value, what)
     if problem is not None:
@@ -173,7 +233,7 @@ def _body_text(body: Any) -> str:
     else:
         try:
             text = json.dumps(body, allow_nan=False)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, RecursionError) as error:
             raise WebhookEventInvalid(
                 f"deliver(): the body is not JSON-safe ({type(error).__name__})"
             ) from None
@@ -200,7 +260,7 @@ def webhook(
     connect_timeout: DurationInput | None = None,
     priority: int = 0,
     resolve: Resolver | None = None,
-    allow_networks: Sequence[IPNetwork] | None = None,
+    allow_networks: Sequence[IPNetwork | str] | None = None,
     ssl_context: ssl.SSLContext | None = None,
 ) -> WebhookHandle:
     """Declare a webhook: a job that sends one delivery to one endpoint.
@@ -217,8 +277,9 @@ def webhook(
             ``WEBHOOK_CONNECT_TIMEOUT``).
         resolve: ``(host, port) -> [address, ...]`` (default: the system's
             resolver); every answer is screened.
-        allow_networks: non-public networks it may reach (default
-            ``WEBHOOK_ALLOW_NETWORKS``).
+        allow_networks: non-public networks it may reach, as strings
+            (``"10.0.0.0/8"``, host bits zero) or :mod:`ipaddress` networks
+            (default ``WEBHOOK_ALLOW_NETWORKS``).
         ssl_context: the TLS context (default: the system's trust store).
 
     Raises:
@@ -235,6 +296,7 @@ def webhook(
         )
     if resolve is not None and not callable(resolve):
         raise WebhookDeclarationInvalid(f"webhook {name!r}: resolve must be callable")
+    networks = None if allow_networks is None else _networks(name, allow_networks)
     try:
         timeout_ms = (
             None if timeout is None else parse_duration_ms(timeout, what="timeout")
@@ -250,7 +312,7 @@ def webhook(
         name=name,
         resolve=resolve or system_resolver,
         disable_after=disable_after,
-        allow_networks=allow_networks,
+        allow_networks=networks,
         timeout_ms=timeout_ms,
         connect_timeout_ms=connect_ms,
         ssl_context=ssl_context,

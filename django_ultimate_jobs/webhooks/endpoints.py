@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ..conf import jobs_settings
 from ..durations import DurationInput, parse_duration_ms
-from .addresses import parse_url
+from .addresses import parse_url, system_resolver, vet
 from .errors import WebhookEndpointInvalid
 from .signing import canonical_problem, new_secret, secret_key
 
@@ -59,6 +59,19 @@ _FIELD_VALUE = re.compile(r"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?")
 section 5.5 without obs-text, which each client encodes its own way)."""
 
 
+_FIELDS_FIX = (
+    'topics: a list of exact topic names, or ["*"]; headers: a dict of HTTP '
+    "field names to visible-ASCII values, none the sender sets itself"
+)
+
+
+def _field_error(
+    cause: str, meta: Mapping[str, str] | None = None
+) -> WebhookEndpointInvalid:
+    """A refused topic or header (the fix names those, not the URL)."""
+    return WebhookEndpointInvalid(cause, fix=_FIELDS_FIX, meta=meta)
+
+
 def _allow_http() -> bool:
     from django.conf import settings
 
@@ -71,36 +84,65 @@ def check_endpoint_fields(
     """Check what an endpoint is made of; answer its topics as a list.
 
     Raises:
-        WebhookEndpointInvalid: a bad URL (see :func:`parse_url`), a topic
-            that is not 1-200 printable characters, or a header the sender
-            owns or cannot send.
+        WebhookEndpointInvalid: a bad URL (see :func:`parse_url`), an IP
+            address in it that is not public (nor in ``WEBHOOK_ALLOW_NETWORKS``
+            or a declaration's ``allow_networks``), no topic, a topic that is
+            not 1-200 printable characters or holds a ``*`` (only ``"*"``
+            alone means every topic), or a header the sender owns or cannot
+            send.
     """
-    parse_url(url, allow_http=_allow_http())
-    if isinstance(topics, str):
-        raise WebhookEndpointInvalid("topics is a list of topic names, not a string")
+    target = parse_url(url, allow_http=_allow_http())
+    if target.literal is not None:
+        # An address written in the URL needs no lookup to be judged: refuse
+        # it now rather than at every send. A name is judged at each send
+        # (it may resolve elsewhere tomorrow).
+        from .declaration import declared_allow_networks
+
+        allowed = (*jobs_settings().webhook_allow_networks, *declared_allow_networks())
+        vet(target, resolve=system_resolver, allow=allowed, url=url)
+    if isinstance(topics, str) or not isinstance(topics, Iterable):
+        raise _field_error(
+            'topics is a list of topic names (["*"]: every topic), not '
+            f"{type(topics).__name__}"
+        )
     listed = list(topics)
+    if not listed:
+        raise _field_error(
+            'topics is empty: list the topics the endpoint receives, or ["*"] '
+            "for every topic"
+        )
     for topic in listed:
         problem = canonical_problem(topic, "a topic")
         if problem is not None:
-            raise WebhookEndpointInvalid(problem)
+            raise _field_error(problem)
+        if "*" in topic and topic != ALL_TOPICS:
+            raise _field_error(
+                f'the topic {topic!r} holds a "*": topics match exactly, and "*" '
+                "alone subscribes to every topic",
+                meta={"topic": topic},
+            )
+    if headers is not None and not isinstance(headers, Mapping):
+        raise _field_error(
+            f"endpoint headers are a dict of name: value, not {type(headers).__name__}"
+        )
     for name, value in (headers or {}).items():
         if not isinstance(name, str) or not isinstance(value, str):
-            raise WebhookEndpointInvalid("endpoint headers are strings")
+            raise _field_error("endpoint headers are strings")
         if name.lower() in OWNED_HEADERS:
-            raise WebhookEndpointInvalid(
+            raise _field_error(
                 f"the endpoint header {name!r} is set by the sender",
                 meta={"header": name},
             )
         if not _TOKEN.fullmatch(name):
             # RFC 9110 field names are tokens: a space or a colon would
             # make the request malformed or smuggle a header of its own.
-            raise WebhookEndpointInvalid(
+            raise _field_error(
                 "an endpoint header name is not an HTTP field name (RFC 9110 "
                 "token: letters, digits and !#$%&'*+-.^_`|~)",
                 meta={"header": name.encode("ascii", "backslashreplace").decode()},
             )
         if not _FIELD_VALUE.fullmatch(value):
-            raise WebhookEndpointInvalid(
+            raise _field_error(
                 f"the endpoint header {name!r} has a value that is not visible "
                 "ASCII, spaces and tabs (no line break, NUL or control character, "
                 "no surrounding spaces)",
@@ -122,7 +164,10 @@ def create_endpoint(
     Args:
         url: an ``https://`` URL (``http://`` in DEBUG or with
             ``WEBHOOK_ALLOW_HTTP``); its address is screened at each send.
-        topics: the topics it receives (``"*"``: all).
+        topics: the topics it receives, matched exactly (the default
+            ``["*"]``: every topic).
+        description: a note for operators.
+        headers: extra request headers (not the ones the sender sets).
         secret: a ``whsec_`` secret to use (default: a new random one).
 
     Raises:
@@ -160,9 +205,19 @@ def rotate_secret(
 
     The replaced secret keeps signing beside the new one for ``overlap``
     (default ``WEBHOOK_SECRET_OVERLAP``; ``0`` ends it at once).
+
+    Raises:
+        WebhookEndpointInvalid: ``endpoint`` is not a saved endpoint that
+            still exists.
+        DurationInvalid: a bad ``overlap``.
     """
     from .models import WebhookEndpoint
 
+    if not isinstance(endpoint, WebhookEndpoint) or endpoint.pk is None:
+        raise WebhookEndpointInvalid(
+            "rotate_secret() takes a saved WebhookEndpoint, got "
+            f"{type(endpoint).__name__}"
+        )
     if overlap is None:
         overlap_ms = jobs_settings().webhook_secret_overlap_ms
     else:
@@ -170,7 +225,12 @@ def rotate_secret(
     secret = new_secret()
     now = timezone.now()
     with transaction.atomic():
-        row = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        row = WebhookEndpoint.objects.select_for_update().filter(pk=endpoint.pk).first()
+        if row is None:
+            raise WebhookEndpointInvalid(
+                f"endpoint {endpoint.pk} no longer exists",
+                meta={"endpoint_id": endpoint.pk},
+            )
         row.previous_secret = row.secret if overlap_ms else None
         row.previous_secret_until = (
             now + timedelta(milliseconds=overlap_ms) if overlap_ms else None
