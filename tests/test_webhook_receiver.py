@@ -8,7 +8,9 @@ Django's handler would.
 from __future__ import annotations
 
 import base64
+import hmac
 import io
+import logging
 import time
 from datetime import UTC, datetime
 
@@ -16,7 +18,7 @@ import psycopg
 import pytest
 from django.core.handlers.wsgi import WSGIRequest
 from django.db import connection
-from standardwebhooks.webhooks import Webhook
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from django_ultimate_jobs.models import InboundDelivery, Job
 from django_ultimate_jobs.webhooks import StandardWebhooks, sign, webhook_receiver
@@ -208,6 +210,124 @@ def test_what_the_reference_library_signs_is_accepted(db):
 
 
 @pytest.mark.parametrize(
+    "msg_id",
+    [
+        pytest.param("x" * 201, id="over-200"),
+        pytest.param("msg 1", id="space"),
+        pytest.param("msg\t1", id="tab"),
+    ],
+)
+def test_a_signed_request_with_an_unusable_id_is_a_coded_400(db, msg_id):
+    """However well signed, an id the receiver cannot keep is named as such
+    (not as a bad signature), and nothing runs."""
+    calls = Calls()
+    response, _ = _post(_view(calls), headers=_signed(msg_id=msg_id))
+    assert (response.status_code, response.content) == (
+        400,
+        b'{"error": "X_WEBHOOK_EVENT_INVALID"}',
+    )
+    assert calls.events == [] and not InboundDelivery.objects.exists()
+
+
+def test_an_id_of_200_printable_characters_is_accepted(db):
+    msg_id = "~" + "x" * 199
+    calls = Calls()
+    response, _ = _post(_view(calls), headers=_signed(msg_id=msg_id))
+    assert response.status_code == 200 and calls.events[0].id == msg_id
+
+
+def test_a_zero_padded_timestamp_is_accepted_as_the_reference_library_accepts_it(db):
+    """The reference library reads "000<now>" as the number and signs the
+    number; so does the receiver. A signature over the padded text is refused
+    by both; so is a timestamp of more than 15 digits."""
+    now = int(time.time())
+    padded = f"000{now}"
+    signature = Webhook(SECRET).sign("msg_pad", datetime.fromtimestamp(now, UTC), BODY)
+    headers = {
+        "webhook-id": "msg_pad",
+        "webhook-timestamp": padded,
+        "webhook-signature": signature,
+    }
+    Webhook(SECRET).verify(BODY, headers)  # the reference library accepts it
+    calls = Calls()
+    response, _ = _post(_view(calls, now=now), headers=headers)
+    assert response.status_code == 200 and calls.events[0].timestamp == now
+
+    over = {**headers, "webhook-timestamp": "0" * (16 - len(str(now))) + str(now)}
+    assert _post(_view(calls, now=now), headers=over)[0].status_code == 401
+    key = base64.b64decode(SECRET.removeprefix("whsec_"))
+    text_signed = {
+        **headers,
+        "webhook-id": "msg_pad_text",
+        "webhook-signature": "v1,"
+        + base64.b64encode(
+            hmac.new(key, f"msg_pad_text.{padded}.".encode() + BODY, "sha256").digest()
+        ).decode(),
+    }
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SECRET).verify(BODY, text_signed)
+    response, _ = _post(_view(calls, now=now), headers=text_signed)
+    assert response.content == b'{"error": "X_WEBHOOK_SIGNATURE_INVALID"}'
+
+
+def test_svix_header_names_are_read_when_no_webhook_header_is_sent(db):
+    calls = Calls()
+    svix = {
+        name.replace("webhook-", "svix-"): value for name, value in _signed().items()
+    }
+    response, _ = _post(_view(calls), headers=svix)
+    assert response.status_code == 200 and calls.events[0].id == "msg_1"
+    # One set or the other, never a mix: a partial webhook- set is missing a header.
+    mixed = {"webhook-id": "msg_2", **{k: v for k, v in svix.items() if k != "svix-id"}}
+    response, _ = _post(_view(calls), headers=mixed)
+    assert (response.status_code, response.content) == (
+        400,
+        b'{"error": "X_WEBHOOK_SIGNATURE_MISSING"}',
+    )
+    assert len(calls.events) == 1
+
+
+@pytest.mark.parametrize(
+    "answered",
+    [
+        pytest.param([SECRET, "whsec_bm90LWEta2V5"], id="one-malformed"),
+        pytest.param([], id="none"),
+    ],
+)
+def test_a_secrets_callable_answering_a_bad_secret_is_a_logged_coded_500(
+    db, caplog, answered
+):
+    """Every request fails alike (even one signed with the good secret): a
+    JSON 500 with the code, so the sender retries, and an ERROR with the
+    traceback; the secret is never echoed."""
+    calls = Calls()
+    pattern = webhook_receiver(
+        name="hooks",
+        path="hooks/in/",
+        verify=StandardWebhooks(lambda: answered, now=lambda: NOW),
+        handle=calls,
+    )
+    with caplog.at_level(logging.ERROR, logger="django_ultimate_jobs"):
+        response, _ = _post(pattern.callback)
+    assert (response.status_code, response["Content-Type"], response.content) == (
+        500,
+        "application/json",
+        b'{"error": "X_WEBHOOK_RECEIVER_INVALID"}',
+    )
+    (record,) = [
+        r for r in caplog.records if r.msg == "jobs.webhook.receiver.misconfigured"
+    ]
+    assert (record.levelname, record.receiver, record.code) == (
+        "ERROR",
+        "hooks",
+        "X_WEBHOOK_RECEIVER_INVALID",
+    )
+    assert record.exc_info is not None
+    assert "bm90LWEta2V5" not in caplog.text
+    assert calls.events == [] and not InboundDelivery.objects.exists()
+
+
+@pytest.mark.parametrize(
     ("headers", "status"),
     [
         ({}, 400),
@@ -226,8 +346,8 @@ def test_what_the_reference_library_signs_is_accepted(db):
         ({**_signed(), "webhook-timestamp": "soon"}, 401),
         ({**_signed(), "webhook-timestamp": "1e3"}, 401),
         ({**_signed(), "webhook-timestamp": "9" * 40}, 401),
-        ({**_signed(), "webhook-id": "id with spaces"}, 401),
-        ({**_signed(), "webhook-id": "é"}, 401),
+        ({**_signed(), "webhook-id": "id with spaces"}, 400),
+        ({**_signed(), "webhook-id": "é"}, 400),
         ({**_signed(), "webhook-signature": "v1," + "A" * 10_000}, 401),
     ],
 )

@@ -15,6 +15,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from django_ultimate_jobs.webhooks.errors import (
+    WebhookEventInvalid,
     WebhookSignatureInvalid,
     WebhookSignatureMissing,
     WebhookSignatureStale,
@@ -214,8 +215,9 @@ def test_one_match_among_several_signatures_and_secrets_passes():
         ({**_signed(), "webhook-timestamp": "1.8e9"}, WebhookSignatureInvalid),
         ({**_signed(), "webhook-timestamp": "-1"}, WebhookSignatureInvalid),
         ({**_signed(), "webhook-timestamp": "1" * 16}, WebhookSignatureInvalid),
-        ({**_signed(), "webhook-id": "msg 1"}, WebhookSignatureInvalid),
-        ({**_signed(), "webhook-id": "x" * 201}, WebhookSignatureInvalid),
+        ({**_signed(), "webhook-id": "msg 1"}, WebhookEventInvalid),
+        ({**_signed(), "webhook-id": "x" * 201}, WebhookEventInvalid),
+        ({**_signed(), "webhook-timestamp": "\u0661" * 10}, WebhookSignatureInvalid),
         ({**_signed(), "webhook-signature": "v1"}, WebhookSignatureInvalid),
         ({**_signed(), "webhook-signature": "v9,abcd"}, WebhookSignatureInvalid),
         ({**_signed(), "webhook-signature": "v1,@@@"}, WebhookSignatureInvalid),

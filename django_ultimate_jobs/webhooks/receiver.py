@@ -3,11 +3,13 @@
 Per request: POST only; at most ``max_bytes`` of body are read (413 beyond,
 for a chunked body too, which is read from ``wsgi.input`` when the server
 decodes it, as gunicorn does, reading at most ``max_bytes + 1`` bytes);
-the signature is verified (a missing header is a 400, anything malformed or
-unmatched a 401: never a 500); then ONE transaction inserts the dedupe row
-(``InboundDelivery``, unique per receiver and ``webhook-id``) and runs
-``handle`` (a job is enqueued, or a callable runs), and only after it
-commits is a 2xx sent. A replay of a delivered id answers 200 and does
+the signature is verified (a missing header or a ``webhook-id`` that is
+not an acceptable id is a 400, anything else malformed or unmatched a 401;
+a secrets callable answering a malformed secret is a logged, coded 500, so
+the sender retries once it is fixed); then ONE transaction inserts the
+dedupe row (``InboundDelivery``, unique per receiver and ``webhook-id``)
+and runs ``handle`` (a job is enqueued, or a callable runs), and only
+after it commits is a 2xx sent. A replay of a delivered id answers 200 and does
 nothing; a ``handle`` that refuses the input (``X_JOB_INPUT_INVALID``) rolls
 everything back and answers 400 (the same request would be refused again);
 one that raises anything else rolls back and answers 500, so the sender
@@ -34,6 +36,7 @@ from ..errors import JobInputInvalid, JobsError
 from ..jobs import JobHandle
 from ..validation import name_problem
 from .errors import (
+    WebhookEventInvalid,
     WebhookReceiverInvalid,
     WebhookSignatureInvalid,
     WebhookSignatureMissing,
@@ -230,7 +233,8 @@ def webhook_receiver(
         verify: the secret(s) of the Standard Webhooks scheme, a
             :class:`StandardWebhooks`, or a callable ``(headers, body) ->
             VerifiedMessage`` that raises ``WebhookSignatureMissing`` /
-            ``WebhookSignatureInvalid`` / ``WebhookSignatureStale``.
+            ``WebhookEventInvalid`` (400) or ``WebhookSignatureInvalid`` /
+            ``WebhookSignatureStale`` (401).
         handle: a job (enqueued with ``webhook_id=`` and ``body=`` the text)
             or a callable taking an :class:`InboundEvent`; either runs in the
             transaction that records the delivery id.
@@ -272,12 +276,21 @@ class _ReceiverView:
             return body
         try:
             message = self.verifier(request.headers, body)
-        except WebhookSignatureMissing as error:
+        except (WebhookSignatureMissing, WebhookEventInvalid) as error:
             return _error(400, error.code)
         except (WebhookSignatureInvalid, WebhookSignatureStale) as error:
             return _error(401, error.code)
         except UnicodeError:
             return _error(401, WebhookSignatureInvalid.code)
+        except WebhookReceiverInvalid as error:
+            # The secrets callable answered a malformed secret (or none): every
+            # request fails alike until it is fixed. A 500 keeps the sender
+            # retrying meanwhile; the message never holds a secret.
+            logger.exception(
+                "jobs.webhook.receiver.misconfigured",
+                extra={"receiver": self.name, "code": error.code},
+            )
+            return _error(500, error.code)
         if isinstance(self.handle, JobHandle):
             try:
                 body.decode("utf-8")

@@ -6,7 +6,9 @@ the base64 of 24 to 64 random bytes; a request carries ``webhook-id``,
 space-separated list of ``v1,<base64 HMAC-SHA256 of "id.timestamp.body">``,
 one per secret in use (two while a rotated secret overlaps its successor).
 A receiver accepts the request when any listed signature matches any of its
-secrets and the timestamp is within the tolerance either way.
+secrets and the timestamp is within the tolerance either way. Svix's default
+header names (``svix-id``, ``svix-timestamp``, ``svix-signature``; the same
+scheme) are read when none of the ``webhook-`` ones is present.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import (
+    WebhookEventInvalid,
     WebhookSignatureInvalid,
     WebhookSignatureMissing,
     WebhookSignatureStale,
@@ -52,8 +55,14 @@ MAX_FIELD_LENGTH = 200
 MAX_SIGNATURE_HEADER = 4096
 """The longest ``webhook-signature`` header read (bounded work per request)."""
 MAX_TIMESTAMP_DIGITS = 15
-"""A timestamp is digits only, at most 15 of them: a non-number never
-disables the freshness check (upstream's rule)."""
+"""A timestamp is ASCII digits only, at most 15 of them (leading zeros
+allowed, as the reference library allows them): a non-number never
+disables the freshness check (upstream's rule). The signed string holds the
+number without leading zeros, as the reference library signs it."""
+HEADER_NAMES = ("webhook-id", "webhook-timestamp", "webhook-signature")
+SVIX_HEADER_NAMES = ("svix-id", "svix-timestamp", "svix-signature")
+"""Svix's default names for the same three headers (its ``svix`` library
+reads both sets)."""
 
 _FIELD = re.compile(r"[\x21-\x7e]+")
 _DIGITS = re.compile(r"[0-9]+")
@@ -155,27 +164,31 @@ def verify(
     """Check a Standard Webhooks request; answer its id and timestamp.
 
     ``headers`` is looked up by lower-case name (Django's ``request.headers``
-    is case-insensitive). Signatures of unknown versions are skipped, as the
+    is case-insensitive); the ``svix-`` names are read when no ``webhook-``
+    header is present. A timestamp is 1 to 15 ASCII digits (leading zeros
+    allowed; the number is what is signed). Signatures of unknown versions are skipped, as the
     specification asks; the request passes when one ``v1`` signature matches
     one of ``secrets`` (compared in constant time).
 
     Raises:
         WebhookSignatureMissing: a header is missing or empty.
+        WebhookEventInvalid: the ``webhook-id`` is not 1 to 200 printable
+            ASCII characters without spaces (answered 400: however it is
+            signed, it is not a delivery id this package keeps).
         WebhookSignatureInvalid: a header is malformed, or no signature
             matches.
         WebhookSignatureStale: the timestamp is more than ``tolerance_s``
             seconds from ``now()``, either way.
     """
-    msg_id = _header(headers, "webhook-id")
-    stamp = _header(headers, "webhook-timestamp")
-    listed = _header(headers, "webhook-signature")
+    names = HEADER_NAMES
+    if not any(_header(headers, name) for name in HEADER_NAMES) and any(
+        _header(headers, name) for name in SVIX_HEADER_NAMES
+    ):
+        names = SVIX_HEADER_NAMES
+    msg_id, stamp, listed = (_header(headers, name) for name in names)
     missing = [
         name
-        for name, value in (
-            ("webhook-id", msg_id),
-            ("webhook-timestamp", stamp),
-            ("webhook-signature", listed),
-        )
+        for name, value in zip(names, (msg_id, stamp, listed), strict=True)
         if not value
     ]
     if missing:
@@ -183,8 +196,15 @@ def verify(
             f"the request lacks {', '.join(missing)}", meta={"missing": missing}
         )
     assert msg_id is not None and stamp is not None and listed is not None
-    if canonical_problem(msg_id, "webhook-id") is not None:
-        raise WebhookSignatureInvalid("webhook-id is not 1-200 printable characters")
+    problem = canonical_problem(msg_id, names[0])
+    if problem is not None:
+        # Not a signature problem: the id cannot be a delivery id here
+        # (it is stored, and enqueued), however it is signed.
+        raise WebhookEventInvalid(
+            problem,
+            fix=f"send a {names[0]} of 1-{MAX_FIELD_LENGTH} printable ASCII "
+            "characters without spaces",
+        )
     if len(stamp) > MAX_TIMESTAMP_DIGITS or not _DIGITS.fullmatch(stamp):
         raise WebhookSignatureInvalid("webhook-timestamp is not Unix seconds")
     if len(listed) > MAX_SIGNATURE_HEADER:
