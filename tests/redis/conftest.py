@@ -6,7 +6,6 @@ it, the history check over the job rows in Redis)."""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -15,6 +14,7 @@ from django_ultimate_jobs.drivers import set_driver
 from django_ultimate_jobs.drivers.redis import RedisDriver
 from tests.acceptance.conftest import HEARTBEAT, VISIBILITY
 from tests.support.redis import drop_prefix, fresh_prefix, require_redis
+from tests.support.waiting import retry_until
 from tests.support.workers import WorkerFleet, subprocess_env
 
 
@@ -77,14 +77,7 @@ def enqueue_until_acknowledged(tag: str, deadline_s: float = 60.0, **kwargs):
     """
     from tests.jobsapp.jobs import effect
 
-    give_up = time.monotonic() + deadline_s
-    while True:
-        try:
-            return effect.enqueue(tag=tag, **kwargs).id
-        except Exception:
-            if time.monotonic() > give_up:
-                raise
-            time.sleep(0.05)
+    return retry_until(lambda: effect.enqueue(tag=tag, **kwargs).id, deadline_s)
 
 
 def queue_history(driver, enqueued):

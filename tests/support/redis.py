@@ -15,12 +15,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import retry_until
 
 __all__ = [
     "RedisSentinel",
@@ -94,20 +95,14 @@ def _binary() -> str:
 def _wait_for_ping(port: int, process: subprocess.Popen[bytes]) -> None:
     import redis
 
-    deadline = time.monotonic() + 15
     client = redis.Redis(port=port, socket_connect_timeout=0.5)
     try:
-        while True:
-            try:
-                if client.ping():
-                    return
-            except (
-                redis.exceptions.ConnectionError,
-                redis.exceptions.BusyLoadingError,
-            ):
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise
-                time.sleep(0.05)
+        retry_until(
+            client.ping,
+            15,
+            (redis.exceptions.ConnectionError, redis.exceptions.BusyLoadingError),
+            give_up=lambda: process.poll() is not None,
+        )
     finally:
         client.close()
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["WaitTimeout", "poll_until", "wait_until"]
+__all__ = ["WaitTimeout", "poll_until", "retry_until", "wait_until"]
 
 T = TypeVar("T")
 
@@ -65,3 +65,32 @@ def poll_until(
     except WaitTimeout:
         return False
     return True
+
+
+def retry_until(
+    action: Callable[[], T],
+    timeout: float,
+    retry_on: type[BaseException] | tuple[type[BaseException], ...] = Exception,
+    *,
+    give_up: Callable[[], bool] = lambda: False,
+) -> T:
+    """Call ``action`` until it returns without raising ``retry_on``; its value.
+
+    For a call that fails while a server comes up or a fault heals: at the
+    deadline (or once ``give_up()`` holds, e.g. the server process died) the
+    last error is raised as it was, not a timeout that hides it.
+    """
+    failures: list[BaseException] = []
+    answer: list[T] = []
+
+    def done() -> bool:
+        try:
+            answer.append(action())
+        except retry_on as error:
+            failures[:] = [error]
+            return give_up()
+        return True
+
+    if not poll_until(done, timeout) or not answer:
+        raise failures[-1]
+    return answer[0]
