@@ -234,20 +234,57 @@ def _token(key: str, value: Any) -> Any:
     return value
 
 
-def _networks(key: str, value: Any) -> Any:
+NETWORKS_FIX = (
+    'write networks as "127.0.0.0/8", "10.1.2.0/24" or "::1/128" (host bits zero)'
+)
+"""How to write what :func:`parse_networks` takes."""
+
+
+class NetworksInvalid(ValueError):
+    """What :func:`parse_networks` refused: ``index`` None for the whole
+    value (not a list), else the entry at ``index``."""
+
+    def __init__(self, index: int | None, entry: Any) -> None:
+        super().__init__(index, entry)
+        self.index = index
+        self.entry = entry
+
+
+def parse_networks(
+    value: Any,
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """A list of networks (``"10.0.0.0/8"`` strings or :mod:`ipaddress`
+    networks) as networks: ``WEBHOOK_ALLOW_NETWORKS`` and a webhook's
+    ``allow_networks`` take the same.
+
+    Raises:
+        NetworksInvalid: not a list, or an entry that is not a network (host
+            bits set included).
+    """
     if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
-        raise _refused(key, value)
+        raise NetworksInvalid(None, value)
     parsed = []
-    for index, text in enumerate(value):
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str | ipaddress.IPv4Network | ipaddress.IPv6Network):
+            raise NetworksInvalid(index, entry)
         try:
-            parsed.append(ipaddress.ip_network(text))
-        except (TypeError, ValueError):
-            raise SettingsInvalid(
-                f"ULTIMATE_JOBS[{key!r}][{index}] is not a network, got {text!r:.80}",
-                fix='write networks as "127.0.0.0/8", "10.1.2.0/24" or "::1/128" '
-                "(host bits zero)",
-            ) from None
+            parsed.append(ipaddress.ip_network(entry))
+        except ValueError:
+            raise NetworksInvalid(index, entry) from None
     return tuple(parsed)
+
+
+def _networks(key: str, value: Any) -> Any:
+    try:
+        return parse_networks(value)
+    except NetworksInvalid as refused:
+        if refused.index is None:
+            raise _refused(key, value) from None
+        raise SettingsInvalid(
+            f"ULTIMATE_JOBS[{key!r}][{refused.index}] is not a network, got "
+            f"{refused.entry!r:.80}",
+            fix=NETWORKS_FIX,
+        ) from None
 
 
 def _refused(key: str, value: Any) -> SettingsInvalid:

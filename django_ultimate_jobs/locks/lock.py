@@ -370,10 +370,11 @@ def _no_async_with() -> LockInvalid:
 
 
 def _is_driver(driver: object) -> bool:
-    """Whether ``driver`` is a driver object (a string or a class is not)."""
-    from ..drivers.basedriver import BaseDriver
+    """Whether ``driver`` is a driver object: one that declares its features
+    (a string, or a driver class whose ``features`` is a property, does not)."""
+    from ..drivers.features import DriverFeatures
 
-    return isinstance(driver, BaseDriver)
+    return isinstance(getattr(driver, "features", None), DriverFeatures)
 
 
 def _duration(value: Any, what: str, *, allow_zero: bool, example: str) -> int:

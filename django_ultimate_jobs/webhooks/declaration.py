@@ -9,7 +9,6 @@ sends nothing, a commit sends every one.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import ssl
 import uuid
@@ -20,6 +19,7 @@ from django.db import router, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from ..conf import NETWORKS_FIX, NetworksInvalid, parse_networks
 from ..drivers.base import DEFAULT_QUEUE
 from ..durations import DurationInput, parse_duration_ms
 from ..errors import DurationInvalid
@@ -159,30 +159,23 @@ class WebhookHandle:
 
 
 def _networks(name: str, given: Any) -> tuple[IPNetwork, ...]:
-    """``allow_networks`` as networks: strings as ``WEBHOOK_ALLOW_NETWORKS``
-    takes them, or :mod:`ipaddress` networks."""
-    if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+    """``allow_networks`` as networks (what ``WEBHOOK_ALLOW_NETWORKS`` takes)."""
+    try:
+        return parse_networks(given)
+    except NetworksInvalid as refused:
+        if refused.index is None:
+            cause = (
+                'allow_networks is a list of networks such as ["10.0.0.0/8"], '
+                f"not {type(given).__name__}"
+            )
+        else:
+            cause = (
+                f"allow_networks[{refused.index}] is not a network, got "
+                f"{refused.entry!r:.80}"
+            )
         raise WebhookDeclarationInvalid(
-            f"webhook {name!r}: allow_networks is a list of networks such as "
-            '["10.0.0.0/8"], not {type(given).__name__}'
-        )
-    networks: list[IPNetwork] = []
-    for index, entry in enumerate(given):
-        if isinstance(entry, ipaddress.IPv4Network | ipaddress.IPv6Network):
-            networks.append(entry)
-            continue
-        try:
-            if not isinstance(entry, str):
-                raise TypeError
-            networks.append(ipaddress.ip_network(entry))
-        except (TypeError, ValueError):
-            raise WebhookDeclarationInvalid(
-                f"webhook {name!r}: allow_networks[{index}] is not a network, "
-                f"got {entry!r:.80}",
-                fix='write networks as "127.0.0.0/8", "10.1.2.0/24" or '
-                '"::1/128" (host bits zero)',
-            ) from None
-    return tuple(networks)
+            f"webhook {name!r}: {cause}", fix=NETWORKS_FIX
+        ) from None
 
 
 def declared_allow_networks() -> tuple[IPNetwork, ...]:

@@ -181,16 +181,13 @@ def verify(
             seconds from ``now()``, either way.
     """
     names = HEADER_NAMES
-    if not any(_header(headers, name) for name in HEADER_NAMES) and any(
-        _header(headers, name) for name in SVIX_HEADER_NAMES
-    ):
-        names = SVIX_HEADER_NAMES
-    msg_id, stamp, listed = (_header(headers, name) for name in names)
-    missing = [
-        name
-        for name, value in zip(names, (msg_id, stamp, listed), strict=True)
-        if not value
-    ]
+    values = [_header(headers, name) for name in names]
+    if not any(values):
+        svix = [_header(headers, name) for name in SVIX_HEADER_NAMES]
+        if any(svix):
+            names, values = SVIX_HEADER_NAMES, svix
+    msg_id, stamp, listed = values
+    missing = [name for name, value in zip(names, values, strict=True) if not value]
     if missing:
         raise WebhookSignatureMissing(
             f"the request lacks {', '.join(missing)}", meta={"missing": missing}
