@@ -7,7 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 
 from django_ultimate_jobs import (
     RateLimited,
@@ -20,12 +20,15 @@ from django_ultimate_jobs import (
 )
 from django_ultimate_jobs.drivers.base import ClaimOptions
 from django_ultimate_jobs.errors import JobsError
+from django_ultimate_jobs.models import Job
 from django_ultimate_jobs.registry import unregister
 from django_ultimate_jobs.testing import run_jobs
 from django_ultimate_jobs.worker.config import WorkerConfig
 from django_ultimate_jobs.worker.executor import run_attempt
 from django_ultimate_jobs.worker.runner import Worker
+from tests.support.backends import terminate_backends
 from tests.support.waiting import wait_until
+from tests.support.workers import database_url
 
 pytestmark = pytest.mark.postgres
 
@@ -472,6 +475,37 @@ def test_a_raising_on_settled_is_tried_three_times_and_never_fails_the_job(
     assert len(tries) == 3
     assert pg_driver.get(enqueued.id).state == "done"
     assert any(r.msg == "jobs.on-settled.failed" for r in caplog.records)
+
+
+def test_an_on_settled_that_lost_its_connection_reconnects_on_its_next_try(
+    committed_pg_driver, declared
+):
+    """The hook's backend killed mid-try: the next try runs on a new connection."""
+    tries = []
+
+    def hook(settled):
+        if not tries:
+            tries.append("killed")
+            with connection.cursor() as cursor:
+                cursor.execute("select pg_backend_pid()")
+                (pid,) = cursor.fetchone()
+            killed = terminate_backends(
+                database_url(connection.settings_dict),
+                lambda backend: backend.pid == pid,
+                database=connection.settings_dict["NAME"],
+            )
+            assert killed
+        Job.objects.filter(id=settled.job_id).count()
+        tries.append("ran")
+
+    @declared(on_settled=hook)
+    def done(ctx):
+        return None
+
+    enqueued = done.enqueue()
+    drain(committed_pg_driver)
+    assert tries == ["killed", "ran"]
+    assert committed_pg_driver.get(enqueued.id).state == "done"
 
 
 def test_signals_are_sent_for_start_and_finish(pg_driver, declared):

@@ -27,6 +27,7 @@ from typing import Any
 from django.db import connections
 
 from ..drivers.base import ClaimedJob, Handover, JobDriver, JobRecord, NackRequest
+from ..drivers.djangodb import drop_dead_connections
 from ..drivers.sessions import Session
 from ..errors import JobOnSettledFailed
 from ..faults import BEFORE_OUTCOME_WRITE, fault_point
@@ -424,13 +425,18 @@ def announce_buried(rows: Sequence[JobRecord]) -> None:
 def call_on_settled(
     hook: Callable[[SettledHook], Any], settled: SettledHook, job: str
 ) -> None:
-    """Run ``on_settled`` up to three times; never raise to the worker."""
+    """Run ``on_settled`` up to three times; never raise to the worker.
+
+    A try that lost its database connection leaves it closed, so the next
+    try (and the settle thread's next statement) reconnects.
+    """
     for _ in range(ON_SETTLED_ATTEMPTS):
         try:
             hook(settled)
             return
         except Exception as error:
             last = error
+            drop_dead_connections()
     failure = JobOnSettledFailed(
         f"on_settled of {job} raised {type(last).__name__} on all {ON_SETTLED_ATTEMPTS} tries"
     )
