@@ -26,7 +26,14 @@ if TYPE_CHECKING:
     from .base import JobDriver
     from .basedriver import BaseDriver
 
-__all__ = ["ALIASES", "driver_class", "get_driver", "reset_driver", "set_driver"]
+__all__ = [
+    "ALIASES",
+    "driver_class",
+    "get_driver",
+    "is_driver",
+    "reset_driver",
+    "set_driver",
+]
 
 ALIASES = {
     "postgres": "django_ultimate_jobs.drivers.postgres.PostgresDriver",
@@ -103,3 +110,11 @@ def _connect() -> None:
 
 
 _connect()
+
+
+def is_driver(candidate: object) -> bool:
+    """Whether ``candidate`` is a driver object (a name string or a driver
+    class is not): what an API taking ``driver=`` checks before using it."""
+    from .basedriver import BaseDriver
+
+    return isinstance(candidate, BaseDriver)

@@ -31,6 +31,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, NamedTuple, ParamSpec, TypeVar
 
+from ..drivers import is_driver
 from ..durations import DurationInput, parse_duration_ms
 from ..errors import (
     DriverUnavailable,
@@ -351,7 +352,7 @@ def lock(
         if wait is None
         else _duration(wait, "wait", allow_zero=True, example="'5s', or '0s'")
     )
-    if driver is not None and not _is_driver(driver):
+    if driver is not None and not is_driver(driver):
         raise LockInvalid(
             f"driver must be a jobs driver, not {type(driver).__name__}",
             fix="leave driver out (the installed driver), or pass a driver "
@@ -367,14 +368,6 @@ def _no_async_with() -> LockInvalid:
         "body of a sync job, or run it in a thread: "
         "await asyncio.to_thread(locked_function)",
     )
-
-
-def _is_driver(driver: object) -> bool:
-    """Whether ``driver`` is a driver object: one that declares its features
-    (a string, or a driver class whose ``features`` is a property, does not)."""
-    from ..drivers.features import DriverFeatures
-
-    return isinstance(getattr(driver, "features", None), DriverFeatures)
 
 
 def _duration(value: Any, what: str, *, allow_zero: bool, example: str) -> int:
