@@ -950,6 +950,7 @@ def test_repeat_ctrl_c(process_env, tmp_path):
     """
     flag = tmp_path / "hold"
     flag.touch()
+    started = tmp_path / "hold.started"
     result = tasks.hang.enqueue(str(flag))
     worker = WorkerProcess(
         "runjobs",
@@ -958,11 +959,11 @@ def test_repeat_ctrl_c(process_env, tmp_path):
         tmp_path / "runjobs.log",
     )
     try:
-        wait_until(
-            lambda: backend().get_result(result.id).status == RUNNING,
-            60,
-            message=worker.tail,
-        )
+        # Wait for the body itself: a claimed task reads RUNNING while it
+        # may still wait its turn, and a drain hands such a task back at
+        # once, so the worker would stop before the second Ctrl-C.
+        wait_until(started.exists, 60, message=worker.tail)
+        assert backend().get_result(result.id).status == RUNNING
         worker.send(signals.SIGINT)
         worker.wait_for_output("jobs.worker.draining", 30)
         assert worker.alive(), worker.tail()

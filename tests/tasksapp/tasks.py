@@ -117,7 +117,11 @@ def returns_nan():
 @task
 def hang(flag):
     """Block while ``flag`` (a file) exists, deaf to cancellation (as
-    django-tasks' ``hang`` task sleeps through a drain)."""
+    django-tasks' ``hang`` task sleeps through a drain). It touches
+    ``flag + ".started"`` first, so a test knows the body runs: a claimed
+    task's status is RUNNING before its body starts."""
+    with open(flag + ".started", "w"):
+        pass
     while os.path.exists(flag):
         time.sleep(0.05)  # a task body that ignores cancellation (not a test wait)
     return "released"
