@@ -152,6 +152,7 @@ class JobContext:
         self._step_factory: Callable[[], StepApi | None] | None = None
         self._pending: dict[str, Any] | None = None
         self._last_write = -math.inf
+        self._ack_writes: list[tuple[Callable[[list[Any]], None], Any]] | None = None
 
     def __repr__(self) -> str:
         return f"<JobContext {self.name} {self.job_id} attempt={self.attempt}>"
@@ -222,6 +223,30 @@ class JobContext:
         self._pending = value
         if time.monotonic() - self._last_write >= PROGRESS_INTERVAL_S:
             self.flush_progress()
+
+    def write_on_ack(self, writer: Callable[[list[Any]], None], item: Any) -> None:
+        """Have the worker write ``item`` when it records this attempt's success.
+
+        The worker's settle thread calls ``writer`` with a list of the items
+        that every attempt settling in the same batch gave that writer, just
+        before the statement that marks those jobs done: one call writes
+        them all, and the body's slot is free meanwhile. An attempt that
+        does not succeed (it raises, suspends, is cut off or loses its
+        lease) writes nothing.
+
+        The writer must be idempotent: after a lost connection or a
+        deadlock the batch is written again, writer first. If the worker
+        dies before the write lands, the job runs again, so nothing the
+        writer records is lost without its job running once more.
+        """
+        if self._ack_writes is None:
+            self._ack_writes = []
+        self._ack_writes.append((writer, item))
+
+    def take_ack_writes(self) -> list[tuple[Callable[[list[Any]], None], Any]] | None:
+        """The writes :meth:`write_on_ack` queued, handed over once (the executor's)."""
+        writes, self._ack_writes = self._ack_writes, None
+        return writes
 
     def flush_progress(self) -> None:
         """Write the pending progress now (the executor calls it before settling)."""

@@ -3,8 +3,9 @@
 The order is upstream's (§27.3): a disabled endpoint or a bad URL stops the
 attempt before any socket; the address screen runs on every attempt (a
 name may resolve elsewhere tomorrow); the timestamp is the send time (a
-retry days later is signed now); the attempt is recorded BEFORE its error
-is raised; a failure caused by this attempt's own cancellation (deadline,
+retry days later is signed now); a failed attempt is recorded BEFORE its
+error is raised, a delivered one by the worker's settle thread with other
+deliveries, just before the job's ack (``ctx.write_on_ack``); a failure caused by this attempt's own cancellation (deadline,
 lost lease) is not recorded, since the delivery belongs to another attempt
 now; a drain lets a POST already on the wire finish (otherwise every deploy
 would POST again).
@@ -41,8 +42,10 @@ from .rows import (
     MAX_LOGGED_ATTEMPTS,
     DeliveryRow,
     EndpointRow,
+    Success,
     read_delivery,
     record_attempt,
+    record_successes,
 )
 from .signing import signature_header
 from .transport import PinnedClient, RequestFailed, Response
@@ -170,14 +173,17 @@ class Sender:
                 span.answered(outcome.status, outcome.error)
         else:
             outcome = self._attempt(ctx, delivery, endpoint, target)
-        failures = self._record(ctx, delivery, outcome, count=True)
         if outcome.ok:
+            # Recorded by the settle thread with other deliveries, just
+            # before this job's ack: the slot is free for the next POST.
+            ctx.write_on_ack(record_successes, self._success(ctx, delivery, outcome))
             return {
                 "delivery_id": delivery_id,
                 "status": outcome.status,
                 "duration_ms": outcome.duration_ms,
             }
         assert outcome.error is not None
+        failures = self._record(ctx, delivery, outcome, count=True)
         if outcome.status == GONE:
             # 410 Gone: the receiver says the endpoint no longer exists (the
             # Standard Webhooks specification's advice: disable it).
@@ -273,37 +279,31 @@ class Sender:
         *,
         count: bool,
     ) -> int:
-        """Log the attempt on the delivery (and on its endpoint when ``count``);
-        answer the endpoint's consecutive failures."""
+        """Log a failed attempt on the delivery now (and on its endpoint's
+        failure streak when ``count``); answer the endpoint's consecutive
+        failures. (A success is written with the job's ack: :meth:`_success`.)"""
+        assert outcome.error is not None
         now = timezone.now()
-        error = outcome.error.render()[:1000] if outcome.error else ""
-        terminal = outcome.error is not None and (
-            outcome.error.retry_class.value == "terminal" or ctx.final_attempt
-        )
-        if outcome.ok:
-            state = "delivered"
-        elif terminal:
-            state = "failed"
-        else:
-            state = "pending"
-        entry = {
-            "attempt": delivery.attempts + 1,
-            "job_attempt": ctx.attempt,
-            "at": now.isoformat(),
-            "status": outcome.status,
-            "duration_ms": outcome.duration_ms,
-            "error": error,
-        }
-        if not count or (outcome.ok and _streak_clear(delivery.endpoint, now)):
-            # The common case, one statement: nothing on the endpoint
-            # changes (no streak to end, a last success under a second
-            # old, as read at the start of the attempt). A failure
-            # recorded since then is ended by the next success.
-            change = None
-        else:
-            change = "succeeded" if outcome.ok else "failed"
+        error = outcome.error.render()[:1000]
+        terminal = outcome.error.retry_class.value == "terminal" or ctx.final_attempt
+        state = "failed" if terminal else "pending"
+        entry = _entry(delivery, ctx, now, outcome, error)
+        change = "failed" if count else None
         return record_attempt(
             delivery, entry, state=state, now=now, endpoint_change=change
+        )
+
+    @staticmethod
+    def _success(ctx: JobContext, delivery: DeliveryRow, outcome: _Outcome) -> Success:
+        """The record of a delivered attempt, for the settle thread."""
+        now = timezone.now()
+        return Success(
+            delivery=delivery.pk,
+            seen=delivery.attempts,
+            entry=_entry(delivery, ctx, now, outcome, ""),
+            at=now,
+            endpoint=delivery.endpoint.pk,
+            endpoint_change=not _streak_clear(delivery.endpoint, now),
         )
 
     def _disable(self, endpoint: EndpointRow, reason: str) -> None:
@@ -322,6 +322,24 @@ class Sender:
             model = WebhookEndpoint.objects.filter(pk=endpoint.pk).first()
             if model is not None:
                 log_disabled(model, reason)
+
+
+def _entry(
+    delivery: DeliveryRow,
+    ctx: JobContext,
+    now: datetime,
+    outcome: _Outcome,
+    error: str,
+) -> dict[str, Any]:
+    """The attempt's line in the delivery's ``attempt_log``."""
+    return {
+        "attempt": delivery.attempts + 1,
+        "job_attempt": ctx.attempt,
+        "at": now.isoformat(),
+        "status": outcome.status,
+        "duration_ms": outcome.duration_ms,
+        "error": error,
+    }
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,5 +1,8 @@
 """The sender's statements, in SQL: one read and one write per attempt.
 
+The read and a failure's record run in the slot; a success's record is
+batched by the settle thread with its job's ack (:func:`record_successes`).
+
 A delivery attempt reads its delivery with its endpoint, POSTs, and records
 the attempt. Built by the ORM those two statements cost about three times
 the CPU of the POST itself (compiling a ``select_related`` query and an
@@ -15,8 +18,8 @@ client-binding cursor quoted every parameter in Python and PostgreSQL
 parsed and planned both statements on every attempt: about a tenth of the
 worker's CPU per delivery in a py-spy profile (bench/README.md).
 
-The record is ONE statement whatever it changes: the attempt alone, or the
-attempt and the endpoint's failure streak (a data-modifying ``WITH``, so
+A failure's record is ONE statement whatever it changes: the attempt alone,
+or the attempt and the endpoint's failure streak (a data-modifying ``WITH``, so
 both commit together without a transaction of their own).
 
 The rare writes (an endpoint disabled, a delivery failed for good) stay on
@@ -38,7 +41,14 @@ from django.db.backends.postgresql.psycopg_any import register_tzloader
 from ..conf import jobs_settings
 from ..drivers.postgres.prepare import prepare_explicit_only
 
-__all__ = ["DeliveryRow", "EndpointRow", "read_delivery", "record_attempt"]
+__all__ = [
+    "DeliveryRow",
+    "EndpointRow",
+    "Success",
+    "read_delivery",
+    "record_attempt",
+    "record_successes",
+]
 
 MAX_LOGGED_ATTEMPTS = 50
 """Attempts kept in a delivery's ``attempt_log`` (the latest ones)."""
@@ -101,11 +111,6 @@ UPDATE {_DELIVERY}
 # two commit together without a transaction's BEGIN and COMMIT round trips.
 _STREAK = {
     None: "{attempt}",
-    "succeeded": (
-        "WITH attempt AS ({attempt}) "
-        f"UPDATE {_ENDPOINT} SET consecutive_failures = 0, "
-        "last_success_at = %(now)s WHERE id = %(endpoint)s"
-    ),
     "failed": (
         "WITH attempt AS ({attempt}) "
         f"UPDATE {_ENDPOINT} SET consecutive_failures = consecutive_failures + 1, "
@@ -121,6 +126,37 @@ _RECORD = {
     for change, streak in _STREAK.items()
 }
 """The record's statement by (log trimmed, endpoint change)."""
+
+
+# Successes are recorded by the worker's settle thread, many in one statement
+# just before their jobs' ack (``ctx.write_on_ack``), not by the slot that
+# sent them. Idempotent: a delivery is written only while its attempt count
+# is the one its attempt read, so a batch written again after a lost
+# connection appends nothing twice (and a rerun's write still lands).
+_SUCCESSES = f"""
+WITH attempt AS (
+  UPDATE {_DELIVERY} d
+     SET attempt_log = (CASE WHEN jsonb_array_length(d.attempt_log)
+                                  >= {MAX_LOGGED_ATTEMPTS}
+                             THEN d.attempt_log - 0 ELSE d.attempt_log END)
+                       || u.entry::jsonb,
+         attempts = d.attempts + 1,
+         last_status = u.status,
+         last_error = '',
+         last_attempt_at = u.at,
+         state = 'delivered',
+         delivered_at = u.at
+    FROM unnest(%(ids)s::bigint[], %(seen)s::int[], %(entries)s::text[],
+                %(statuses)s::int[], %(ats)s::timestamptz[])
+         AS u(id, seen, entry, status, at)
+   WHERE d.id = u.id AND d.attempts = u.seen
+)
+UPDATE {_ENDPOINT} e
+   SET consecutive_failures = 0,
+       last_success_at = GREATEST(e.last_success_at, s.at)
+  FROM unnest(%(endpoints)s::bigint[], %(endpoint_ats)s::timestamptz[]) AS s(id, at)
+ WHERE e.id = s.id
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +280,7 @@ def record_attempt(
     endpoint_change: str | None,
 ) -> int:
     """Append ``entry`` to the delivery's log and set its state; with
-    ``endpoint_change`` ``"succeeded"`` or ``"failed"`` the endpoint's streak
+    ``endpoint_change`` ``"failed"`` the endpoint's streak
     moves in the same statement. Answers the endpoint's consecutive failures
     after a ``"failed"`` change, else 0."""
     trimmed = delivery.attempts >= MAX_LOGGED_ATTEMPTS - 1
@@ -262,3 +298,46 @@ def record_attempt(
         },
     )
     return int(found[0][0]) if found else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Success:
+    """One delivered attempt, for :func:`record_successes`."""
+
+    delivery: int
+    seen: int
+    """The delivery's attempt count its attempt read (the write's fence)."""
+    entry: dict[str, Any]
+    at: datetime
+    endpoint: int
+    endpoint_change: bool
+    """Whether the endpoint's row changes (a streak to end, an old last success)."""
+
+
+def record_successes(successes: list[Success]) -> None:
+    """Record delivered attempts in one statement (the settle thread's writer).
+
+    Each delivery gets its attempt's entry and ``delivered``, unless its
+    attempt count moved since its attempt read it (written already, or
+    another attempt owns it now); each endpoint that needs it has its
+    failure streak ended and its last success moved on.
+    """
+    endpoints: dict[int, datetime] = {}
+    for success in successes:
+        if success.endpoint_change:
+            at = endpoints.get(success.endpoint)
+            endpoints[success.endpoint] = (
+                success.at if at is None else max(at, success.at)
+            )
+    _rows(
+        _SUCCESSES,
+        {
+            "ids": [s.delivery for s in successes],
+            "seen": [s.seen for s in successes],
+            "entries": [json.dumps([s.entry]) for s in successes],
+            "statuses": [s.entry["status"] for s in successes],
+            "ats": [s.at for s in successes],
+            "endpoints": list(endpoints),
+            "endpoint_ats": list(endpoints.values()),
+        },
+    )

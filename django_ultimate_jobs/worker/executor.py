@@ -18,6 +18,7 @@ import asyncio
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -83,6 +84,8 @@ class Execution:
     """Set after the settle: whether this worker still owned the row."""
     wake_step: str | None = None
     """A wait this run parked on: re-checked for events once the park lands."""
+    writes: list[tuple[Callable[[list[Any]], None], Any]] | None = None
+    """What the body gave ``ctx.write_on_ack``: written just before the ack."""
 
     @property
     def ends_run(self) -> bool:
@@ -276,7 +279,16 @@ def settle_for(
             duration_ms=duration,
             result=result,
         )
-        return Execution(claimed, "completed", duration, handle, ack=ack, result=result)
+        writes = attempt.ctx.take_ack_writes() if attempt.ctx is not None else None
+        return Execution(
+            claimed,
+            "completed",
+            duration,
+            handle,
+            ack=ack,
+            result=result,
+            writes=writes,
+        )
     if isinstance(error, Aborted) and reason is not None:
         error = reason
     return _failure(attempt, error, duration)

@@ -3,7 +3,8 @@
 One thread (``uj-settler``) takes what the slots, the keeper and the drain
 put on the settle queue, gathers what finishes within a couple of
 milliseconds, and writes it: acks of one batch go out as ONE fenced
-statement (``ack_many``); nacks are rarer and go one by one. A settle that
+statement (``ack_many``), after what their bodies gave ``ctx.write_on_ack``
+(one call per writer and batch); nacks are rarer and go one by one. A settle that
 does not land means this worker no longer owns the row (cancelled, or
 re-claimed after its lease lapsed): it is logged ``jobs.settle.unowned``
 and nothing else happens, the ``on_settled`` hook included. A write that
@@ -306,6 +307,14 @@ class SettleLoop:
                 execution.landed = False  # a lost lease writes nothing
         acks = [e for e in executions if e.ack is not None]
         if acks:
+            try:
+                _write_before_ack(acks)
+            except Exception:
+                # A writer may use a connection other than the session's
+                # (another alias): one left unusable is closed, so the
+                # batch's next try reconnects.
+                self.driver.sessions.reset_broken()
+                raise
             requests = [e.ack for e in acks if e.ack is not None]
             handover = (
                 self._handover([e.claimed for e in acks])
@@ -373,6 +382,19 @@ class SettleLoop:
         if execution.landed and execution.ends_run:
             _on_settled(execution)
         self._on_done(execution)
+
+
+def _write_before_ack(acks: Sequence[Execution]) -> None:
+    """Call each writer the bodies gave ``ctx.write_on_ack`` once, with all
+    its items of the batch, in the order first given (before the acks: a
+    worker that dies in between runs the jobs again, and their writers are
+    idempotent). An error raises to the batch's write, as the ack's would."""
+    groups: dict[Callable[[list[Any]], None], list[Any]] = {}
+    for execution in acks:
+        for writer, item in execution.writes or ():
+            groups.setdefault(writer, []).append(item)
+    for writer, items in groups.items():
+        writer(items)
 
 
 def _on_settled(execution: Execution) -> None:

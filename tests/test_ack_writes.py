@@ -1,0 +1,195 @@
+"""``ctx.write_on_ack``: writes the settle thread makes just before an ack.
+
+A body hands the worker a write (the webhook sender's record of a delivered
+attempt is one); the settle thread calls each writer once per batch with
+every item of it, before the statement that marks those jobs done. What
+does not succeed writes nothing; a write whose connection is killed is
+written again with its batch, and the job still ends done once.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from django_ultimate_jobs.models import Job
+from django_ultimate_jobs.testing import run_jobs
+from django_ultimate_jobs.webhooks import create_endpoint, deliver
+from django_ultimate_jobs.webhooks.models import WebhookDelivery
+from django_ultimate_jobs.worker.config import WorkerConfig
+from django_ultimate_jobs.worker.runner import Worker
+from tests.support.backends import terminate_backends
+from tests.support.waiting import wait_until
+from tests.support.webhooks import LOOPBACK, hooks, server  # noqa: F401
+from tests.support.workers import database_url, start_worker_thread
+
+pytestmark = pytest.mark.postgres
+
+
+def _states(ids):
+    return dict(Job.objects.filter(id__in=ids).values_list("id", "state"))
+
+
+def test_each_writer_gets_its_batch_before_the_jobs_are_done(pg_driver, declare_jobs):
+    """One call per writer with the items of every job that succeeded; the
+    jobs are still running when it comes; a failed job gives nothing."""
+    calls = []
+
+    def writer(items):
+        calls.append((list(items), _states(items)))
+
+    @declare_jobs("aw", "t.aw")()
+    def writes(ctx, *, fail: bool = False):
+        ctx.write_on_ack(writer, ctx.job_id)
+        if fail:
+            raise RuntimeError("this attempt fails after asking for its write")
+
+    done = [writes.enqueue().id for _ in range(4)]
+    failed = writes.enqueue(fail=True).id
+    run_jobs(queues=["aw"])
+
+    written = [item for items, _ in calls for item in items]
+    assert sorted(written) == sorted(done)  # each once, the failure's never
+    for _, states in calls:
+        assert set(states.values()) == {"running"}, states
+    assert set(_states(done).values()) == {"done"}
+    assert Job.objects.get(id=failed).state != "done"
+
+
+def test_a_writer_whose_connection_is_killed_is_written_again_with_its_ack(
+    committed_pg_driver, declare_jobs, caplog
+):
+    """The settle thread's backend is killed inside the writer: the batch is
+    kept, written again writer first, and the job ends done on its first
+    claim (no rerun, no lapsed lease)."""
+    calls = []
+
+    def writer(items):
+        calls.append(list(items))
+        if len(calls) == 1:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    @declare_jobs("awk", "t.awk")()
+    def writes(ctx):
+        ctx.write_on_ack(writer, ctx.job_id)
+
+    caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+    config = WorkerConfig.from_settings(
+        queues=("awk",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
+    )
+    worker = Worker(config, driver=committed_pg_driver)
+    runner = start_worker_thread(worker)
+    try:
+        job_id = writes.enqueue().id
+        wait_until(
+            lambda: Job.objects.get(id=job_id).state == "done",
+            20,
+            message=lambda: f"{calls} {caplog.text}",
+        )
+    finally:
+        worker.request_stop(deadline_s=5)
+        runner.join(10)
+    row = Job.objects.get(id=job_id)
+    assert (row.state, row.attempt, row.claims) == ("done", 1, 1)
+    assert calls == [[job_id], [job_id]]
+    assert "jobs.settle.abandoned" not in caplog.text
+
+
+DELIVERY_WAITING_ON_A_LOCK = """
+SELECT count(*) FROM pg_stat_activity
+ WHERE datname = %s AND application_name LIKE 'uj:settle:%%'
+   AND wait_event_type = 'Lock'
+"""
+
+
+def test_a_delivered_attempt_killed_while_recorded_is_recorded_once(
+    committed_pg_driver,
+    settings,
+    declare_jobs,
+    server,  # noqa: F811
+):
+    """The success's record waits on the delivery's row lock in the settle
+    thread; its backend is killed there. The record is written again once,
+    the job ends done on its first claim, and the endpoint got one POST."""
+    import psycopg
+
+    from django_ultimate_jobs.drivers import set_driver
+    from django_ultimate_jobs.drivers.postgres import PostgresDriver
+
+    settings.ULTIMATE_JOBS = LOOPBACK  # resets the driver: install one after
+    driver = PostgresDriver()
+    set_driver(driver)
+    create_endpoint(server.url(), topics=["*"])
+    (delivery,) = deliver("invoice.paid", {"invoice": 1})
+    url, database = (
+        database_url(connection.settings_dict),
+        connection.settings_dict["NAME"],
+    )
+    config = WorkerConfig.from_settings(
+        queues=("default",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
+    )
+    worker = Worker(config, driver=driver)
+    with (
+        psycopg.connect(url) as blocker,
+        psycopg.connect(url, autocommit=True) as watcher,
+    ):
+        blocker.execute(
+            "SELECT 1 FROM ultimate_jobs_webhook_delivery WHERE id = %s FOR UPDATE",
+            (delivery.pk,),
+        )
+        runner = start_worker_thread(worker)
+        try:
+            wait_until(
+                lambda: watcher.execute(
+                    DELIVERY_WAITING_ON_A_LOCK, (database,)
+                ).fetchone()[0],
+                20,
+                message="the success's record never waited on the row lock",
+            )
+            assert len(server.received) == 1
+            assert terminate_backends(url, "uj:settle:%", database=database)
+            blocker.rollback()
+            job_id = WebhookDelivery.objects.get(pk=delivery.pk).job_id
+            wait_until(
+                lambda: Job.objects.get(id=job_id).state == "done",
+                20,
+                message=lambda: str(_states([job_id])),
+            )
+        finally:
+            worker.request_stop(deadline_s=5)
+            runner.join(10)
+    row = WebhookDelivery.objects.get(pk=delivery.pk)
+    assert (row.state, row.attempts, len(row.attempt_log)) == ("delivered", 1, 1)
+    assert row.delivered_at is not None and row.delivered_at <= timezone.now()
+    job = Job.objects.get(id=row.job_id)
+    assert (job.state, job.attempt, job.claims) == ("done", 1, 1)
+    assert len(server.received) == 1
+
+
+def test_a_success_written_twice_appends_once(hooks, server):  # noqa: F811
+    """The record of a delivered attempt is fenced by the attempt count it
+    read: written again (a retried batch), it changes nothing."""
+    from django_ultimate_jobs.webhooks.rows import Success, record_successes
+
+    endpoint, _ = create_endpoint(server.url(), topics=["*"])
+    (delivery,) = deliver("t", "{}")
+    now = timezone.now()
+    success = Success(
+        delivery=delivery.pk,
+        seen=0,
+        entry={"attempt": 1, "status": 200, "error": ""},
+        at=now,
+        endpoint=endpoint.pk,
+        endpoint_change=True,
+    )
+    record_successes([success])
+    record_successes([success])
+    row = WebhookDelivery.objects.get(pk=delivery.pk)
+    assert (row.state, row.attempts, row.last_status) == ("delivered", 1, 200)
+    assert row.attempt_log == [{"attempt": 1, "status": 200, "error": ""}]
+    endpoint.refresh_from_db()
+    assert endpoint.last_success_at == now
