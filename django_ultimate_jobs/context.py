@@ -8,6 +8,7 @@ check ``ctx.cancellation`` and stop.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import threading
@@ -16,19 +17,27 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from .errors import Aborted, JobProgressInvalid, JobsError
+from .errors import Aborted, JobProgressInvalid, JobsError, RetryClass
 from .validation import storable
 
 if TYPE_CHECKING:
     from .drivers.base import ClaimIdentity, JobDriver
     from .steps import StepApi
 
-__all__ = ["CancellationToken", "JobContext"]
+__all__ = ["CancellationToken", "JobContext", "JobWriteInvalid"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
 PROGRESS_INTERVAL_S = 1.0
 MAX_PROGRESS_NOTE_LENGTH = 200
+
+
+class JobWriteInvalid(JobsError):
+    """``ctx.write_on_ack()`` was given a writer it cannot call."""
+
+    code = "X_JOB_WRITE_INVALID"
+    retry_class = RetryClass.TERMINAL
+    default_fix = "pass a plain function that takes a list of items"
 
 
 _TOKENS_LOCK = threading.Lock()
@@ -225,20 +234,30 @@ class JobContext:
             self.flush_progress()
 
     def write_on_ack(self, writer: Callable[[list[Any]], None], item: Any) -> None:
-        """Have the worker write ``item`` when it records this attempt's success.
+        """Have the worker write ``item`` with this attempt's success.
 
-        The worker's settle thread calls ``writer`` with a list of the items
-        that every attempt settling in the same batch gave that writer, just
-        before the statement that marks those jobs done: one call writes
-        them all, and the body's slot is free meanwhile. An attempt that
-        does not succeed (it raises, suspends, is cut off or loses its
-        lease) writes nothing.
+        The worker's settle thread calls ``writer`` once per batch, with the
+        items of every attempt in the batch that gave it that writer. With
+        the Postgres driver it runs in the transaction that marks those jobs
+        done, on the jobs database's connection: its writes there commit
+        with the done mark or not at all, and only for attempts whose ack
+        lands (one that failed, suspended, was cut off or lost its lease
+        writes nothing). With a store outside Django's databases it runs
+        just before the acks, so it must be idempotent.
 
-        The writer must be idempotent: after a lost connection or a
-        deadlock the batch is written again, writer first. If the worker
-        dies before the write lands, the job runs again, so nothing the
-        writer records is lost without its job running once more.
+        Keep it fast: every job of the worker waits for its batch. A writer
+        that raises is logged ``jobs.settle.write-failed`` and its items are
+        dropped; the jobs still end done.
+
+        Raises:
+            JobWriteInvalid: ``writer`` is not a plain callable (an
+                ``async def`` function is refused: nothing would await it).
         """
+        if not callable(writer) or inspect.iscoroutinefunction(writer):
+            raise JobWriteInvalid(
+                "ctx.write_on_ack(writer, item): writer must be a plain function "
+                f"taking a list of items, not {writer!r}"
+            )
         if self._ack_writes is None:
             self._ack_writes = []
         self._ack_writes.append((writer, item))

@@ -1,16 +1,18 @@
-"""``ctx.write_on_ack``: writes the settle thread makes just before an ack.
+"""``ctx.write_on_ack``: writes the settle thread makes with the acks.
 
 A body hands the worker a write (the webhook sender's record of a delivered
 attempt is one); the settle thread calls each writer once per batch with
-every item of it, before the statement that marks those jobs done. What
-does not succeed writes nothing; a write whose connection is killed is
-written again with its batch, and the job still ends done once.
+every item of it, in the transaction that marks those jobs done. What does
+not succeed, or lost its lease, writes nothing; a write whose connection is
+killed is written again with its batch, and the job still ends done once; a
+writer's bug is logged and left out.
 """
 
 from __future__ import annotations
 
 import logging
 
+import psycopg
 import pytest
 from django.db import connection
 from django.utils import timezone
@@ -33,13 +35,33 @@ def _states(ids):
     return dict(Job.objects.filter(id__in=ids).values_list("id", "state"))
 
 
-def test_each_writer_gets_its_batch_before_the_jobs_are_done(pg_driver, declare_jobs):
-    """One call per writer with the items of every job that succeeded; the
-    jobs are still running when it comes; a failed job gives nothing."""
+def _outside(url, ids):
+    """The jobs' states as another connection sees them (committed only)."""
+    with psycopg.connect(url, autocommit=True) as other:
+        rows = other.execute(
+            "SELECT id, state FROM ultimate_jobs_job WHERE id = ANY(%s)", (ids,)
+        ).fetchall()
+    return dict(rows)
+
+
+def test_each_writer_gets_its_batch_in_the_transaction_of_the_acks(
+    committed_pg_driver, declare_jobs
+):
+    """One call per writer with the items of every job that succeeded, in
+    the transaction that marks them done: inside it they read done, while
+    another connection still sees them running. A failed job gives nothing."""
+    url = database_url(connection.settings_dict)
     calls = []
 
     def writer(items):
-        calls.append((list(items), _states(items)))
+        calls.append(
+            (
+                list(items),
+                connection.in_atomic_block,
+                _states(items),
+                _outside(url, items),
+            )
+        )
 
     @declare_jobs("aw", "t.aw")()
     def writes(ctx, *, fail: bool = False):
@@ -51,12 +73,102 @@ def test_each_writer_gets_its_batch_before_the_jobs_are_done(pg_driver, declare_
     failed = writes.enqueue(fail=True).id
     run_jobs(queues=["aw"])
 
-    written = [item for items, _ in calls for item in items]
+    written = [item for items, *_ in calls for item in items]
     assert sorted(written) == sorted(done)  # each once, the failure's never
-    for _, states in calls:
-        assert set(states.values()) == {"running"}, states
+    for _, atomic, inside, outside in calls:
+        assert atomic
+        assert set(inside.values()) == {"done"}, inside
+        assert set(outside.values()) == {"running"}, outside
     assert set(_states(done).values()) == {"done"}
     assert Job.objects.get(id=failed).state != "done"
+
+
+def test_an_attempt_that_lost_its_lease_writes_nothing(
+    committed_pg_driver, declare_jobs
+):
+    """Another claim took the row while the body ran (the claim ordinal
+    moved): its ack does not land, and neither does its write."""
+    calls = []
+
+    def writer(items):
+        calls.append(list(items))
+
+    @declare_jobs("awl", "t.awl")()
+    def writes(ctx, *, steal: bool):
+        ctx.write_on_ack(writer, ctx.job_id)
+        if steal:
+            with psycopg.connect(
+                database_url(connection.settings_dict), autocommit=True
+            ) as other:
+                other.execute(
+                    "UPDATE ultimate_jobs_job SET claims = claims + 1 WHERE id = %s",
+                    (ctx.job_id,),
+                )
+
+    kept = writes.enqueue(steal=False).id
+    stolen = writes.enqueue(steal=True).id
+    run_jobs(queues=["awl"])
+    assert [item for items in calls for item in items] == [kept]
+    assert Job.objects.get(id=kept).state == "done"
+    assert Job.objects.get(id=stolen).state == "running"
+
+
+def test_a_writer_that_raises_is_logged_and_left_out(
+    committed_pg_driver, declare_jobs, caplog
+):
+    """A writer's own error (not its database away) drops that writer's
+    items with a log line naming it; the jobs end done, and the other
+    writers of the batch are written once."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE t_ack_writes (id uuid PRIMARY KEY)")
+    try:
+
+        def good(items):
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO t_ack_writes (id) VALUES (%s)", [[i] for i in items]
+                )
+
+        def broken(items):
+            raise RuntimeError("a bug in the writer")
+
+        @declare_jobs("awr", "t.awr")()
+        def writes(ctx, *, bad: bool):
+            ctx.write_on_ack(broken if bad else good, ctx.job_id)
+
+        ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
+        caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+        run_jobs(queues=["awr"])
+        assert set(_states(ids).values()) == {"done"}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM t_ack_writes")
+            written = sorted(row[0] for row in cursor.fetchall())
+        assert written == sorted(ids[1::2])
+        (failed,) = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
+        assert failed.writer.endswith("broken") and failed.count == 3
+        assert "a bug in the writer" in failed.error
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE t_ack_writes")
+
+
+def test_a_writer_that_cannot_be_called_is_refused(pg_driver, declare_jobs):
+    """A non-callable or an ``async def`` writer: X_JOB_WRITE_INVALID, at the
+    call, failing the attempt as a defect."""
+
+    async def later(items):
+        return None
+
+    @declare_jobs("awi", "t.awi")()
+    def writes(ctx, *, kind: str):
+        ctx.write_on_ack(later if kind == "async" else 5, 1)
+
+    ids = [writes.enqueue(kind=kind).id for kind in ("async", "number")]
+    run_jobs(queues=["awi"])
+    for job_id in ids:
+        row = Job.objects.get(id=job_id)
+        assert row.state in ("dead", "failed"), row.state
+        assert row.last_error.startswith("X_JOB_WRITE_INVALID"), row.last_error
 
 
 def test_a_writer_whose_connection_is_killed_is_written_again_with_its_ack(
@@ -115,8 +227,6 @@ def test_a_delivered_attempt_killed_while_recorded_is_recorded_once(
     """The success's record waits on the delivery's row lock in the settle
     thread; its backend is killed there. The record is written again once,
     the job ends done on its first claim, and the endpoint got one POST."""
-    import psycopg
-
     from django_ultimate_jobs.drivers import set_driver
     from django_ultimate_jobs.drivers.postgres import PostgresDriver
 
@@ -193,3 +303,35 @@ def test_a_success_written_twice_appends_once(hooks, server):  # noqa: F811
     assert row.attempt_log == [{"attempt": 1, "status": 200, "error": ""}]
     endpoint.refresh_from_db()
     assert endpoint.last_success_at == now
+
+
+def test_with_a_store_outside_django_the_writes_go_first(declare_jobs):
+    """The memory driver shares no transaction with Django: each writer runs
+    before the acks (the jobs still read running), once per batch; a
+    writer's bug is logged and left out there too."""
+    from django_ultimate_jobs.drivers import set_driver
+    from django_ultimate_jobs.drivers.memory import MemoryDriver
+
+    driver = MemoryDriver()
+    calls = []
+
+    def writer(items):
+        calls.append((list(items), {driver.get(i).state.value for i in items}))
+
+    def broken(items):
+        raise RuntimeError("a bug in the writer")
+
+    @declare_jobs("awm", "t.awm")()
+    def writes(ctx, *, bad: bool = False):
+        ctx.write_on_ack(broken if bad else writer, ctx.job_id)
+
+    previous = set_driver(driver)
+    try:
+        ids = [writes.enqueue().id for _ in range(3)]
+        bad = writes.enqueue(bad=True).id
+        run_jobs(queues=["awm"])
+        assert sorted(i for items, _ in calls for i in items) == sorted(ids)
+        assert all(states == {"running"} for _, states in calls), calls
+        assert {driver.get(i).state.value for i in [*ids, bad]} == {"done"}
+    finally:
+        set_driver(previous)

@@ -5,7 +5,7 @@ attempt before any socket; the address screen runs on every attempt (a
 name may resolve elsewhere tomorrow); the timestamp is the send time (a
 retry days later is signed now); a failed attempt is recorded BEFORE its
 error is raised, a delivered one by the worker's settle thread with other
-deliveries, just before the job's ack (``ctx.write_on_ack``); a failure caused by this attempt's own cancellation (deadline,
+deliveries, with the job's ack (``ctx.write_on_ack``); a failure caused by this attempt's own cancellation (deadline,
 lost lease) is not recorded, since the delivery belongs to another attempt
 now; a drain lets a POST already on the wire finish (otherwise every deploy
 would POST again).
@@ -174,8 +174,8 @@ class Sender:
         else:
             outcome = self._attempt(ctx, delivery, endpoint, target)
         if outcome.ok:
-            # Recorded by the settle thread with other deliveries, just
-            # before this job's ack: the slot is free for the next POST.
+            # Recorded by the settle thread with other deliveries, with
+            # this job's ack: the slot is free for the next POST.
             ctx.write_on_ack(record_successes, self._success(ctx, delivery, outcome))
             return {
                 "delivery_id": delivery_id,

@@ -129,10 +129,10 @@ _RECORD = {
 
 
 # Successes are recorded by the worker's settle thread, many in one statement
-# just before their jobs' ack (``ctx.write_on_ack``), not by the slot that
-# sent them. Idempotent: a delivery is written only while its attempt count
-# is the one its attempt read, so a batch written again after a lost
-# connection appends nothing twice (and a rerun's write still lands).
+# with their jobs' ack (``ctx.write_on_ack``), not by the slot that sent
+# them. Fenced: a delivery is written only while its attempt count is the
+# one its attempt read, so a batch written again (a store outside the
+# acks' transaction) appends nothing twice, and a rerun's write still lands.
 _SUCCESSES = f"""
 WITH attempt AS (
   UPDATE {_DELIVERY} d

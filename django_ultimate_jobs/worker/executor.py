@@ -85,7 +85,7 @@ class Execution:
     wake_step: str | None = None
     """A wait this run parked on: re-checked for events once the park lands."""
     writes: list[tuple[Callable[[list[Any]], None], Any]] | None = None
-    """What the body gave ``ctx.write_on_ack``: written just before the ack."""
+    """What the body gave ``ctx.write_on_ack``: written with the ack (.ackwrites)."""
 
     @property
     def ends_run(self) -> bool:

@@ -3,8 +3,8 @@
 One thread (``uj-settler``) takes what the slots, the keeper and the drain
 put on the settle queue, gathers what finishes within a couple of
 milliseconds, and writes it: acks of one batch go out as ONE fenced
-statement (``ack_many``), after what their bodies gave ``ctx.write_on_ack``
-(one call per writer and batch); nacks are rarer and go one by one. A settle that
+statement (``ack_many``), with what their bodies gave ``ctx.write_on_ack``
+(:mod:`.ackwrites`); nacks are rarer and go one by one. A settle that
 does not land means this worker no longer owns the row (cancelled, or
 re-claimed after its lease lapsed): it is logged ``jobs.settle.unowned``
 and nothing else happens, the ``on_settled`` hook included. A write that
@@ -35,6 +35,7 @@ from ..faults import BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job
 from ..signals import job_finished
 from ..wake import instant_of
+from .ackwrites import ack_with_writes
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
@@ -307,25 +308,19 @@ class SettleLoop:
                 execution.landed = False  # a lost lease writes nothing
         acks = [e for e in executions if e.ack is not None]
         if acks:
-            try:
-                _write_before_ack(acks)
-            except Exception:
-                # A writer may use a connection other than the session's
-                # (another alias): one left unusable is closed, so the
-                # batch's next try reconnects.
-                self.driver.sessions.reset_broken()
-                raise
             requests = [e.ack for e in acks if e.ack is not None]
             handover = (
                 self._handover([e.claimed for e in acks])
                 if self._handover is not None
                 else None
             )
-            heirs: list[ClaimedJob] = []
-            if handover is not None:
-                landed, heirs = self.driver.ack_many_handover(requests, handover)
-            else:
-                landed = self.driver.ack_many(requests)
+
+            def ack() -> tuple[list[bool], list[ClaimedJob]]:
+                if handover is not None:
+                    return self.driver.ack_many_handover(requests, handover)
+                return self.driver.ack_many(requests), []
+
+            landed, heirs = ack_with_writes(self.driver, acks, ack)
             for execution, ok in zip(acks, landed, strict=True):
                 execution.landed = ok
             if heirs and self._on_heirs is not None:
@@ -382,19 +377,6 @@ class SettleLoop:
         if execution.landed and execution.ends_run:
             _on_settled(execution)
         self._on_done(execution)
-
-
-def _write_before_ack(acks: Sequence[Execution]) -> None:
-    """Call each writer the bodies gave ``ctx.write_on_ack`` once, with all
-    its items of the batch, in the order first given (before the acks: a
-    worker that dies in between runs the jobs again, and their writers are
-    idempotent). An error raises to the batch's write, as the ack's would."""
-    groups: dict[Callable[[list[Any]], None], list[Any]] = {}
-    for execution in acks:
-        for writer, item in execution.writes or ():
-            groups.setdefault(writer, []).append(item)
-    for writer, items in groups.items():
-        writer(items)
 
 
 def _on_settled(execution: Execution) -> None:
