@@ -337,7 +337,9 @@ def record_successes(successes: list[Success]) -> None:
             "entries": [json.dumps([s.entry]) for s in successes],
             "statuses": [s.entry["status"] for s in successes],
             "ats": [s.at for s in successes],
-            "endpoints": list(endpoints),
-            "endpoint_ats": list(endpoints.values()),
+            # In id order: two workers' batches lock shared endpoints in the
+            # same order (a deadlock would only be retried, but costs a second).
+            "endpoints": sorted(endpoints),
+            "endpoint_ats": [endpoints[pk] for pk in sorted(endpoints)],
         },
     )
