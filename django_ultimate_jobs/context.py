@@ -253,7 +253,7 @@ class JobContext:
             JobWriteInvalid: ``writer`` is not a plain callable (an
                 ``async def`` function is refused: nothing would await it).
         """
-        if not callable(writer) or inspect.iscoroutinefunction(writer):
+        if not callable(writer) or _runs_later(writer):
             raise JobWriteInvalid(
                 "ctx.write_on_ack(writer, item): writer must be a plain function "
                 f"taking a list of items, not {writer!r}"
@@ -278,6 +278,28 @@ class JobContext:
             self._driver.record_progress(self.job_id, self._identity, stamped)
         except Exception:
             logger.warning("jobs.progress.failed", extra=self.log_fields())
+
+
+def _runs_later(writer: Any) -> bool:
+    """Whether calling ``writer`` answers a coroutine or a generator instead of
+    writing (an ``async def``, also as a partial or an object's ``__call__``)."""
+    target = getattr(writer, "func", writer)  # functools.partial
+    method = (
+        None
+        if inspect.isroutine(target)
+        else inspect.getattr_static(type(target), "__call__", None)
+    )
+    candidates = (target, method)
+    return any(
+        check(candidate)
+        for candidate in candidates
+        if candidate is not None
+        for check in (
+            inspect.iscoroutinefunction,
+            inspect.isgeneratorfunction,
+            inspect.isasyncgenfunction,
+        )
+    )
 
 
 def _check_progress(done: Any, total: Any, note: Any) -> None:

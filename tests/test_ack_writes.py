@@ -10,6 +10,7 @@ writer's bug is logged and left out.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import psycopg
@@ -152,63 +153,131 @@ def test_a_writer_that_raises_is_logged_and_left_out(
             cursor.execute("DROP TABLE t_ack_writes")
 
 
-def test_a_writer_that_cannot_be_called_is_refused(pg_driver, declare_jobs):
-    """A non-callable or an ``async def`` writer: X_JOB_WRITE_INVALID, at the
-    call, failing the attempt as a defect."""
-
-    async def later(items):
+class _AsyncCall:
+    async def __call__(self, items):
         return None
 
+
+def _generator(items):
+    yield items
+
+
+async def _later(items):
+    return None
+
+
+@pytest.mark.parametrize(
+    "writer",
+    [_later, functools.partial(_later), _AsyncCall(), _generator, 5, None],
+    ids=["async", "partial", "async-call", "generator", "number", "none"],
+)
+def test_a_writer_that_cannot_be_called_is_refused(pg_driver, declare_jobs, writer):
+    """Not callable, or answering a coroutine or a generator that nothing
+    would run: X_JOB_WRITE_INVALID at the call, failing the attempt."""
+
     @declare_jobs("awi", "t.awi")()
-    def writes(ctx, *, kind: str):
-        ctx.write_on_ack(later if kind == "async" else 5, 1)
-
-    ids = [writes.enqueue(kind=kind).id for kind in ("async", "number")]
-    run_jobs(queues=["awi"])
-    for job_id in ids:
-        row = Job.objects.get(id=job_id)
-        assert row.state in ("dead", "failed"), row.state
-        assert row.last_error.startswith("X_JOB_WRITE_INVALID"), row.last_error
-
-
-def test_a_writer_whose_connection_is_killed_is_written_again_with_its_ack(
-    committed_pg_driver, declare_jobs, caplog
-):
-    """The settle thread's backend is killed inside the writer: the batch is
-    kept, written again writer first, and the job ends done on its first
-    claim (no rerun, no lapsed lease)."""
-    calls = []
-
-    def writer(items):
-        calls.append(list(items))
-        if len(calls) == 1:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
-
-    @declare_jobs("awk", "t.awk")()
     def writes(ctx):
-        ctx.write_on_ack(writer, ctx.job_id)
+        ctx.write_on_ack(writer, 1)
 
-    caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
-    config = WorkerConfig.from_settings(
-        queues=("awk",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
-    )
-    worker = Worker(config, driver=committed_pg_driver)
-    runner = start_worker_thread(worker)
-    try:
-        job_id = writes.enqueue().id
-        wait_until(
-            lambda: Job.objects.get(id=job_id).state == "done",
-            20,
-            message=lambda: f"{calls} {caplog.text}",
-        )
-    finally:
-        worker.request_stop(deadline_s=5)
-        runner.join(10)
+    job_id = writes.enqueue().id
+    run_jobs(queues=["awi"])
     row = Job.objects.get(id=job_id)
-    assert (row.state, row.attempt, row.claims) == ("done", 1, 1)
-    assert calls == [[job_id], [job_id]]
-    assert "jobs.settle.abandoned" not in caplog.text
+    assert row.state in ("dead", "failed"), row.state
+    assert row.last_error.startswith("X_JOB_WRITE_INVALID"), row.last_error
+
+
+def _bad_writers():
+    def caught(items):
+        with connection.cursor() as cursor:
+            try:
+                cursor.execute("SELECT 1 / 0")
+            except Exception:
+                pass  # the transaction is failed now: every later statement too
+
+    def commits(items):
+        with connection.cursor() as cursor:
+            cursor.execute("COMMIT")
+
+    def exits(items):
+        raise SystemExit(3)
+
+    def returns_a_coroutine(items):
+        return _later(items)
+
+    def deadlocks(items):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "DO $$ BEGIN RAISE EXCEPTION 'a victim' USING ERRCODE = '40P01'; END $$"
+            )
+
+    def loses_its_connection(items):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+
+    return {
+        f.__name__: f
+        for f in (
+            caught,
+            commits,
+            exits,
+            returns_a_coroutine,
+            deadlocks,
+            loses_its_connection,
+        )
+    }
+
+
+@pytest.mark.parametrize("bad", sorted(_bad_writers()))
+def test_what_a_writer_does_wrong_stays_its_own(
+    committed_pg_driver, declare_jobs, caplog, bad
+):
+    """A failed transaction it swallowed, a COMMIT of its own, SystemExit, a
+    coroutine returned, a deadlock lost every time, its connection lost
+    every time: that writer is logged and left out; every job of the batch
+    ends done once, and the good writer's rows are there exactly once."""
+    writer = _bad_writers()[bad]
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE t_ack_bad (id uuid PRIMARY KEY)")
+    try:
+
+        def good(items):
+            with connection.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO t_ack_bad (id) VALUES (%s)", [[i] for i in items]
+                )
+
+        @declare_jobs("awb", "t.awb")()
+        def writes(ctx, *, bad: bool):
+            ctx.write_on_ack(writer if bad else good, ctx.job_id)
+
+        ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
+        caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+        config = WorkerConfig.from_settings(
+            queues=("awb",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
+        )
+        worker = Worker(config, driver=committed_pg_driver)
+        runner = start_worker_thread(worker)
+        try:
+            wait_until(
+                lambda: set(_states(ids).values()) == {"done"},
+                30,
+                message=lambda: f"{_states(ids)} {caplog.text}",
+            )
+        finally:
+            worker.request_stop(deadline_s=5)
+            runner.join(10)
+        rows = Job.objects.filter(id__in=ids)
+        assert {(r.state, r.attempt, r.claims) for r in rows} == {("done", 1, 1)}
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM t_ack_bad")
+            written = sorted(row[0] for row in cursor.fetchall())
+        assert written == sorted(ids[1::2])
+        failed = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
+        assert failed and {r.writer.rsplit(".", 1)[-1] for r in failed} == {bad}
+        assert "jobs.settle.abandoned" not in caplog.text
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE t_ack_bad")
 
 
 DELIVERY_WAITING_ON_A_LOCK = """
@@ -335,3 +404,46 @@ def test_with_a_store_outside_django_the_writes_go_first(declare_jobs):
         assert {driver.get(i).state.value for i in [*ids, bad]} == {"done"}
     finally:
         set_driver(previous)
+
+
+def test_an_older_claim_in_the_same_batch_writes_nothing(
+    committed_pg_driver, declare_jobs
+):
+    """A settle kept past its lease, and the job claimed and run again since:
+    both claims' acks meet in one batch. Only the newest can land, and only
+    its writes are made."""
+    from django_ultimate_jobs.drivers.base import AckRequest, ClaimOptions
+    from django_ultimate_jobs.worker.executor import Execution
+
+    calls = []
+
+    def writer(items):
+        calls.append(list(items))
+
+    @declare_jobs("awc", "t.awc")()
+    def writes(ctx):
+        return None
+
+    job_id = writes.enqueue().id
+    driver = committed_pg_driver
+    options = ClaimOptions(queues=["awc"], limit=1, worker_id="w-1", visibility_ms=1)
+    (first,) = driver.claim(options).claimed
+    second = wait_until(lambda: driver.claim(options).claimed, 10)[0]
+    assert (first.id, first.identity.claim, second.identity.claim) == (job_id, 1, 2)
+    worker = Worker(WorkerConfig.from_settings(queues=("awc",)), driver=driver)
+    executions = [
+        Execution(
+            claimed,
+            "completed",
+            1,
+            writes,
+            ack=AckRequest(job_id=claimed.id, identity=claimed.identity),
+            writes=[(writer, claimed.identity.claim)],
+        )
+        for claimed in (first, second)
+    ]
+    worker.settler.settle(executions)
+    assert calls == [[2]]
+    assert [e.landed for e in executions] == [False, True]
+    row = Job.objects.get(id=job_id)
+    assert (row.state, row.claims) == ("done", 2)

@@ -10,96 +10,158 @@ outside Django's databases (Redis, memory) shares no transaction with them:
 there the writes go first, then the acks, so a worker that dies in between
 runs the jobs again (the writer must be idempotent).
 
-A writer that raises for a reason of its own (not its database away, not a
-deadlock) is logged ``jobs.settle.write-failed`` and left out: the batch is
-written again without it, and its jobs still end done. A writer's bug must
-not make every job of the batch run again, forever.
+A writer is user code on the thread every job of the worker settles
+through, so what it does wrong stays its own: an error it raises (even
+``SystemExit``), an error it caught but left the transaction failed by, a
+``COMMIT`` or ``ROLLBACK`` of its own, a coroutine it returned, a deadlock it
+loses three times running, or its connection lost three times running right
+after the acks were written on it: each is logged
+``jobs.settle.write-failed`` naming the writer, its items are dropped, and
+the batch is written again without it. Its jobs still end done; the other
+jobs of the batch are not touched. A lost connection otherwise is the
+database away, and the batch is kept and written again once it answers.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db import transaction
+import psycopg
+from django.db import connections, transaction
 
 from ..drivers.base import ClaimedJob, JobDriver
 from .executor import Execution
 from .logfields import MAX_ERROR_TEXT
 
-__all__ = ["ack_with_writes"]
+__all__ = ["AckWrites"]
 
 logger = logging.getLogger("django_ultimate_jobs")
 
 Writer = Callable[[list[Any]], None]
 Acks = Callable[[], tuple[list[bool], list[ClaimedJob]]]
 
+WRITER_RETRIES = 3
+"""Tries of a writer that loses a deadlock, or its connection right after
+the acks, before it is left out."""
+_IN_TRANSACTION = psycopg.pq.TransactionStatus.INTRANS
+
 
 class _WriterFailed(Exception):
-    def __init__(self, writer: Writer, error: Exception) -> None:
+    def __init__(self, writer: Writer, error: BaseException, *, again: bool) -> None:
         super().__init__(str(error))
         self.writer = writer
         self.error = error
+        self.again = again
+        """A deadlock victim: the same call may land on a retry."""
 
 
-def ack_with_writes(
-    driver: JobDriver, acks: Sequence[Execution], ack: Acks
-) -> tuple[list[bool], list[ClaimedJob]]:
-    """Run ``ack`` (the batch's acks: landed flags in order, and heirs) with
-    the writes of ``acks``; answer what ``ack`` answered.
-
-    Raises what ``ack`` raises, and a writer's error that says its database
-    is away or that it lost a deadlock: nothing of the batch is written then.
-    """
-    if not any(execution.writes for execution in acks):
-        return ack()
-    alias = driver.alias
-    joined = alias is not None and driver.features.joins_caller_transaction
-    written: set[Writer] = set()  # outside a transaction: those that landed
-    while True:
-        try:
-            if not joined:
-                _write(driver, acks, None, written)
-                return ack()
-            assert alias is not None
-            with transaction.atomic(using=alias):
-                answer = ack()
-                _write(driver, acks, answer[0], None)
-            return answer
-        except _WriterFailed as failed:
-            _drop(acks, failed)
-        except Exception:
-            # A writer may use a connection other than the acks' (another
-            # alias): one left unusable is closed, so the next try reconnects.
-            driver.sessions.reset_broken()
-            raise
+class _WriterBroke(Exception):
+    """What a writer did wrong without raising (logged as its error)."""
 
 
-def _write(
-    driver: JobDriver,
-    acks: Sequence[Execution],
-    landed: list[bool] | None,
-    written: set[Writer] | None,
-) -> None:
-    groups: dict[Writer, list[Any]] = {}
-    for index, execution in enumerate(acks):
-        if landed is not None and not landed[index]:
-            continue  # not this worker's row any more: its writes are not ours
-        for writer, item in execution.writes or ():
-            groups.setdefault(writer, []).append(item)
-    sessions = driver.sessions
-    for writer, items in groups.items():
-        if written is not None and writer in written:
-            continue
-        try:
-            writer(items)
-        except Exception as error:
-            if sessions.is_unavailable(error) or sessions.is_transient(error):
+class AckWrites:
+    """Makes the writes of one worker's settle batches (the settle thread's)."""
+
+    def __init__(self, driver: JobDriver) -> None:
+        self.driver = driver
+        self._losses: dict[Writer, int] = {}
+        """Connections lost in a row inside a writer, right after its acks."""
+
+    def run(
+        self, acks: Sequence[Execution], ack: Acks
+    ) -> tuple[list[bool], list[ClaimedJob]]:
+        """Run ``ack`` (the batch's acks: landed flags in order, and heirs)
+        with the writes of ``acks``; answer what ``ack`` answered.
+
+        Raises what ``ack`` raises, and a writer's lost connection (the
+        database away): nothing of the batch is written then.
+        """
+        if not any(execution.writes for execution in acks):
+            return ack()
+        alias = self.driver.alias
+        joined = alias is not None and self.driver.features.joins_caller_transaction
+        written: set[Writer] = set()  # outside a transaction: those that landed
+        tries: dict[Writer, int] = {}
+        while True:
+            try:
+                if alias is None or not joined:
+                    self._write(acks, None, written, None)
+                    return ack()
+                with transaction.atomic(using=alias):
+                    answer = ack()
+                    self._write(acks, answer[0], None, alias)
+                return answer
+            except _WriterFailed as failed:
+                tried = tries.get(failed.writer, 0) + 1
+                tries[failed.writer] = tried
+                if not (failed.again and tried < WRITER_RETRIES):
+                    _drop(acks, failed)
+            except Exception:
+                # A writer may use a connection other than the acks' (another
+                # alias): one left unusable is closed, so the next try reconnects.
+                self.driver.sessions.reset_broken()
                 raise
-            raise _WriterFailed(writer, error) from error
-        if written is not None:
-            written.add(writer)
+
+    def _write(
+        self,
+        acks: Sequence[Execution],
+        landed: list[bool] | None,
+        written: set[Writer] | None,
+        alias: str | None,
+    ) -> None:
+        groups: dict[Writer, list[Any]] = {}
+        for index, execution in enumerate(acks):
+            if landed is not None and not landed[index]:
+                continue  # not this worker's row any more: its writes are not ours
+            for writer, item in execution.writes or ():
+                groups.setdefault(writer, []).append(item)
+        for writer, items in groups.items():
+            if written is not None and writer in written:
+                continue
+            self._call(writer, items, alias)
+            if written is not None:
+                written.add(writer)
+
+    def _call(self, writer: Writer, items: list[Any], alias: str | None) -> None:
+        sessions = self.driver.sessions
+        try:
+            call: Callable[..., Any] = writer  # it may return what it must not
+            returned = call(items)
+        except (Exception, SystemExit, KeyboardInterrupt) as error:
+            if sessions.is_unavailable(error):
+                losses = self._losses.get(writer, 0) + 1
+                if alias is None or losses < WRITER_RETRIES:
+                    # The database away (or this writer's own doing, which
+                    # three losses in a row right after the acks tell).
+                    self._losses[writer] = losses
+                    raise
+                self._losses.pop(writer, None)
+            again = sessions.is_transient(error)
+            raise _WriterFailed(writer, error, again=again) from error
+        self._losses.pop(writer, None)
+        if inspect.isawaitable(returned) or inspect.isgenerator(returned):
+            close = getattr(returned, "close", None)
+            if close is not None:
+                close()
+            broke = _WriterBroke(
+                f"the writer returned {type(returned).__name__}, which nothing "
+                "awaits or runs: a writer must be a plain function"
+            )
+            raise _WriterFailed(writer, broke, again=False)
+        if alias is not None:
+            raw = connections[alias].connection
+            status = None if raw is None else raw.info.transaction_status
+            if status != _IN_TRANSACTION:
+                broke = _WriterBroke(
+                    "the writer left the acks' transaction failed or ended "
+                    f"({status.name if status is not None else 'closed'}): an "
+                    "error it caught without a savepoint (use transaction.atomic() "
+                    "around what may fail), or a COMMIT or ROLLBACK of its own"
+                )
+                raise _WriterFailed(writer, broke, again=False)
 
 
 def _drop(acks: Sequence[Execution], failed: _WriterFailed) -> None:
@@ -119,10 +181,10 @@ def _drop(acks: Sequence[Execution], failed: _WriterFailed) -> None:
             "count": len(jobs),
             "job_ids": jobs[:20],
             "error": f"{type(error).__name__}: {error}"[:MAX_ERROR_TEXT],
-            "fix": "fix the writer given to ctx.write_on_ack: these jobs are done "
+            "fix": "fix the writer given to ctx.write_on_ack: these jobs end done "
             "and their writes were dropped",
         },
-        exc_info=error,
+        exc_info=error if not isinstance(error, _WriterBroke) else None,
     )
 
 

@@ -35,7 +35,7 @@ from ..faults import BEFORE_OUTCOME_WRITE, fault_point
 from ..registry import get_job
 from ..signals import job_finished
 from ..wake import instant_of
-from .ackwrites import ack_with_writes
+from .ackwrites import AckWrites
 from .executor import Attempt, Execution
 from .held import SETTLE_BATCH, HeldAttempts
 from .lifecycle import Lifecycle
@@ -133,6 +133,7 @@ class SettleLoop:
         # wait ends then (a retry of delay="1s" started 3-4 s late).
         self._on_due = on_due
         self._on_done = held.settled
+        self._writes = AckWrites(driver)
         self._retries = 0
         """Retries in a row of a settle that lost a deadlock (_write_batch)."""
         self._thread: threading.Thread | None = None
@@ -306,7 +307,7 @@ class SettleLoop:
         for execution in executions:
             if execution.ack is None and execution.nack is None:
                 execution.landed = False  # a lost lease writes nothing
-        acks = [e for e in executions if e.ack is not None]
+        acks = _newest_claims([e for e in executions if e.ack is not None])
         if acks:
             requests = [e.ack for e in acks if e.ack is not None]
             handover = (
@@ -320,7 +321,7 @@ class SettleLoop:
                     return self.driver.ack_many_handover(requests, handover)
                 return self.driver.ack_many(requests), []
 
-            landed, heirs = ack_with_writes(self.driver, acks, ack)
+            landed, heirs = self._writes.run(acks, ack)
             for execution, ok in zip(acks, landed, strict=True):
                 execution.landed = ok
             if heirs and self._on_heirs is not None:
@@ -377,6 +378,25 @@ class SettleLoop:
         if execution.landed and execution.ends_run:
             _on_settled(execution)
         self._on_done(execution)
+
+
+def _newest_claims(acks: list[Execution]) -> list[Execution]:
+    """``acks`` without those a newer claim of the same job in the batch
+    overtook (a settle kept past its lease, the job run again since): only
+    the newest claim can land, and the older one's writes are not ours."""
+    newest: dict[Any, int] = {}
+    for execution in acks:
+        claimed = execution.claimed
+        newest[claimed.id] = max(newest.get(claimed.id, -1), claimed.identity.claim)
+    if len(newest) == len(acks):
+        return acks
+    kept = []
+    for execution in acks:
+        if execution.claimed.identity.claim < newest[execution.claimed.id]:
+            execution.landed = False
+        else:
+            kept.append(execution)
+    return kept
 
 
 def _on_settled(execution: Execution) -> None:
