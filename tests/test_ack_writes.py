@@ -15,7 +15,7 @@ import logging
 
 import psycopg
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from django_ultimate_jobs.models import Job
@@ -194,9 +194,8 @@ def _bad_writers():
             except Exception:
                 pass  # the transaction is failed now: every later statement too
 
-    def commits(items):
-        with connection.cursor() as cursor:
-            cursor.execute("COMMIT")
+    def marks_rollback(items):
+        transaction.set_rollback(True)
 
     def exits(items):
         raise SystemExit(3)
@@ -218,7 +217,7 @@ def _bad_writers():
         f.__name__: f
         for f in (
             caught,
-            commits,
+            marks_rollback,
             exits,
             returns_a_coroutine,
             deadlocks,
@@ -231,7 +230,7 @@ def _bad_writers():
 def test_what_a_writer_does_wrong_stays_its_own(
     committed_pg_driver, declare_jobs, caplog, bad
 ):
-    """A failed transaction it swallowed, a COMMIT of its own, SystemExit, a
+    """A failed transaction it swallowed, a rollback it asked for, SystemExit, a
     coroutine returned, a deadlock lost every time, its connection lost
     every time: that writer is logged and left out; every job of the batch
     ends done once, and the good writer's rows are there exactly once."""

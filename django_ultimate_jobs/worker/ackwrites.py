@@ -13,13 +13,16 @@ runs the jobs again (the writer must be idempotent).
 A writer is user code on the thread every job of the worker settles
 through, so what it does wrong stays its own: an error it raises (even
 ``SystemExit``), an error it caught but left the transaction failed by, a
-``COMMIT`` or ``ROLLBACK`` of its own, a coroutine it returned, a deadlock it
+rollback it asked for (``set_rollback``), a plain ``ROLLBACK`` of its own, a
+coroutine it returned, a deadlock it
 loses three times running, or its connection lost three times running right
 after the acks were written on it: each is logged
 ``jobs.settle.write-failed`` naming the writer, its items are dropped, and
 the batch is written again without it. Its jobs still end done; the other
 jobs of the batch are not touched. A lost connection otherwise is the
 database away, and the batch is kept and written again once it answers.
+A writer that COMMITs (or ends the transaction AND CHAIN) breaks the acks'
+atomicity in a way no check undoes: the docs forbid it.
 """
 
 from __future__ import annotations
@@ -152,8 +155,16 @@ class AckWrites:
             )
             raise _WriterFailed(writer, broke, again=False)
         if alias is not None:
-            raw = connections[alias].connection
+            connection = connections[alias]
+            raw = connection.connection
             status = None if raw is None else raw.info.transaction_status
+            if connection.needs_rollback:
+                broke = _WriterBroke(
+                    "the writer marked the acks' transaction for rollback "
+                    "(transaction.set_rollback(True), or an error caught inside "
+                    "an atomic block): wrap what may fail in its own atomic()"
+                )
+                raise _WriterFailed(writer, broke, again=False)
             if status != _IN_TRANSACTION:
                 broke = _WriterBroke(
                     "the writer left the acks' transaction failed or ended "
