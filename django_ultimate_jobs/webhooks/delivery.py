@@ -5,8 +5,8 @@ attempt before any socket; the address screen runs on every attempt (a
 name may resolve elsewhere tomorrow); the timestamp is the send time (a
 retry days later is signed now); a failed attempt is recorded BEFORE its
 error is raised, a delivered one by the worker's settle thread with other
-deliveries, with the job's ack (``ctx.write_on_ack``); a failure caused by this attempt's own cancellation (deadline,
-lost lease) is not recorded, since the delivery belongs to another attempt
+deliveries, with the job's ack (``ctx.write_on_ack``); a failure caused by
+this attempt's own cancellation (deadline, lost lease) is not recorded, since the delivery belongs to another attempt
 now; a drain lets a POST already on the wire finish (otherwise every deploy
 would POST again).
 """

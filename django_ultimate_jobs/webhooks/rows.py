@@ -102,8 +102,7 @@ UPDATE {_DELIVERY}
        last_status = %(status)s,
        last_error = %(error)s,
        last_attempt_at = %(now)s,
-       state = %(state)s,
-       delivered_at = CASE WHEN %(delivered)s THEN %(now)s ELSE delivered_at END
+       state = %(state)s
  WHERE id = %(delivery)s
 """
 # The endpoint's streak moves in the same statement as the attempt (a
@@ -136,10 +135,7 @@ _RECORD = {
 _SUCCESSES = f"""
 WITH attempt AS (
   UPDATE {_DELIVERY} d
-     SET attempt_log = (CASE WHEN jsonb_array_length(d.attempt_log)
-                                  >= {MAX_LOGGED_ATTEMPTS}
-                             THEN d.attempt_log - 0 ELSE d.attempt_log END)
-                       || u.entry::jsonb,
+     SET attempt_log = {_LOG_TRIMMED} || u.entry::jsonb,
          attempts = d.attempts + 1,
          last_status = u.status,
          last_error = '',
@@ -292,7 +288,6 @@ def record_attempt(
             "error": entry["error"],
             "now": now,
             "state": state,
-            "delivered": state == "delivered",
             "delivery": delivery.pk,
             "endpoint": delivery.endpoint.pk,
         },

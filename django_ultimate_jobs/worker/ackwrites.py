@@ -200,5 +200,6 @@ def _drop(acks: Sequence[Execution], failed: _WriterFailed) -> None:
 
 
 def _name(writer: Writer) -> str:
+    writer = getattr(writer, "func", writer)  # functools.partial: what it wraps
     module = getattr(writer, "__module__", None) or "?"
     return f"{module}.{getattr(writer, '__qualname__', repr(writer))}"
