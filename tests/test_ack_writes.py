@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import types
 
 import psycopg
 import pytest
@@ -43,6 +44,29 @@ def _outside(url, ids):
             "SELECT id, state FROM ultimate_jobs_job WHERE id = ANY(%s)", (ids,)
         ).fetchall()
     return dict(rows)
+
+
+@pytest.fixture
+def table(transactional_db):
+    """A table of ids with a primary key (a double write is an error):
+    ``table.insert`` is a writer of ids, ``table.ids()`` reads them sorted."""
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE t_ack_writes (id uuid PRIMARY KEY)")
+
+    def insert(items):
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO t_ack_writes (id) VALUES (%s)", [[i] for i in items]
+            )
+
+    def ids():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT id FROM t_ack_writes")
+            return sorted(row[0] for row in cursor.fetchall())
+
+    yield types.SimpleNamespace(insert=insert, ids=ids)
+    with connection.cursor() as cursor:
+        cursor.execute("DROP TABLE t_ack_writes")
 
 
 def test_each_writer_gets_its_batch_in_the_transaction_of_the_acks(
@@ -115,42 +139,27 @@ def test_an_attempt_that_lost_its_lease_writes_nothing(
 
 
 def test_a_writer_that_raises_is_logged_and_left_out(
-    committed_pg_driver, declare_jobs, caplog
+    committed_pg_driver, declare_jobs, caplog, table
 ):
     """A writer's own error (not its database away) drops that writer's
     items with a log line naming it; the jobs end done, and the other
     writers of the batch are written once."""
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE t_ack_writes (id uuid PRIMARY KEY)")
-    try:
 
-        def good(items):
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO t_ack_writes (id) VALUES (%s)", [[i] for i in items]
-                )
+    def broken(items):
+        raise RuntimeError("a bug in the writer")
 
-        def broken(items):
-            raise RuntimeError("a bug in the writer")
+    @declare_jobs("awr", "t.awr")()
+    def writes(ctx, *, bad: bool):
+        ctx.write_on_ack(broken if bad else table.insert, ctx.job_id)
 
-        @declare_jobs("awr", "t.awr")()
-        def writes(ctx, *, bad: bool):
-            ctx.write_on_ack(broken if bad else good, ctx.job_id)
-
-        ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
-        caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
-        run_jobs(queues=["awr"])
-        assert set(_states(ids).values()) == {"done"}
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id FROM t_ack_writes")
-            written = sorted(row[0] for row in cursor.fetchall())
-        assert written == sorted(ids[1::2])
-        (failed,) = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
-        assert failed.writer.endswith("broken") and failed.count == 3
-        assert "a bug in the writer" in failed.error
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE t_ack_writes")
+    ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
+    caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+    run_jobs(queues=["awr"])
+    assert set(_states(ids).values()) == {"done"}
+    assert table.ids() == sorted(ids[1::2])
+    (failed,) = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
+    assert failed.writer.endswith("broken") and failed.count == 3
+    assert "a bug in the writer" in failed.error
 
 
 class _AsyncCall:
@@ -228,55 +237,40 @@ def _bad_writers():
 
 @pytest.mark.parametrize("bad", sorted(_bad_writers()))
 def test_what_a_writer_does_wrong_stays_its_own(
-    committed_pg_driver, declare_jobs, caplog, bad
+    committed_pg_driver, declare_jobs, caplog, table, bad
 ):
     """A failed transaction it swallowed, a rollback it asked for, SystemExit, a
     coroutine returned, a deadlock lost every time, its connection lost
     every time: that writer is logged and left out; every job of the batch
     ends done once, and the good writer's rows are there exactly once."""
     writer = _bad_writers()[bad]
-    with connection.cursor() as cursor:
-        cursor.execute("CREATE TABLE t_ack_bad (id uuid PRIMARY KEY)")
+
+    @declare_jobs("awb", "t.awb")()
+    def writes(ctx, *, bad: bool):
+        ctx.write_on_ack(writer if bad else table.insert, ctx.job_id)
+
+    ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
+    caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
+    config = WorkerConfig.from_settings(
+        queues=("awb",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
+    )
+    worker = Worker(config, driver=committed_pg_driver)
+    runner = start_worker_thread(worker)
     try:
-
-        def good(items):
-            with connection.cursor() as cursor:
-                cursor.executemany(
-                    "INSERT INTO t_ack_bad (id) VALUES (%s)", [[i] for i in items]
-                )
-
-        @declare_jobs("awb", "t.awb")()
-        def writes(ctx, *, bad: bool):
-            ctx.write_on_ack(writer if bad else good, ctx.job_id)
-
-        ids = [writes.enqueue(bad=n % 2 == 0).id for n in range(6)]
-        caplog.set_level(logging.INFO, logger="django_ultimate_jobs")
-        config = WorkerConfig.from_settings(
-            queues=("awb",), visibility_ms=60_000, heartbeat_ms=20_000, poll_ms=50
+        wait_until(
+            lambda: set(_states(ids).values()) == {"done"},
+            30,
+            message=lambda: f"{_states(ids)} {caplog.text}",
         )
-        worker = Worker(config, driver=committed_pg_driver)
-        runner = start_worker_thread(worker)
-        try:
-            wait_until(
-                lambda: set(_states(ids).values()) == {"done"},
-                30,
-                message=lambda: f"{_states(ids)} {caplog.text}",
-            )
-        finally:
-            worker.request_stop(deadline_s=5)
-            runner.join(10)
-        rows = Job.objects.filter(id__in=ids)
-        assert {(r.state, r.attempt, r.claims) for r in rows} == {("done", 1, 1)}
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT id FROM t_ack_bad")
-            written = sorted(row[0] for row in cursor.fetchall())
-        assert written == sorted(ids[1::2])
-        failed = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
-        assert failed and {r.writer.rsplit(".", 1)[-1] for r in failed} == {bad}
-        assert "jobs.settle.abandoned" not in caplog.text
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE t_ack_bad")
+        worker.request_stop(deadline_s=5)
+        runner.join(10)
+    rows = Job.objects.filter(id__in=ids)
+    assert {(r.state, r.attempt, r.claims) for r in rows} == {("done", 1, 1)}
+    assert table.ids() == sorted(ids[1::2])
+    failed = [r for r in caplog.records if r.msg == "jobs.settle.write-failed"]
+    assert failed and {r.writer.rsplit(".", 1)[-1] for r in failed} == {bad}
+    assert "jobs.settle.abandoned" not in caplog.text
 
 
 DELIVERY_WAITING_ON_A_LOCK = """
